@@ -1,0 +1,4 @@
+//! Kaldi's file formats: the `\0B` binary and the text serialisations of
+//! `io-funcs`, matrices and vectors (incl. `CompressedMatrix`), tables
+//! (rspecifiers/wspecifiers, ark, scp, pipes), GMMs, transition models and
+//! accumulators — each written back exactly as Kaldi writes it.

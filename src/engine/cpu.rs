@@ -1,0 +1,1 @@
+//! The CPU engine: the reference for correctness and the fallback without a GPU.

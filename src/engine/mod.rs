@@ -1,0 +1,95 @@
+//! The compute contract both engines fulfil: score frames against a model and
+//! gather EM statistics. [`cpu`] is the reference and the fallback; [`cuda`]
+//! runs the same functions on an NVIDIA GPU. Nothing here knows file formats.
+//!
+//! Summation order is fixed inside each engine, so a result never depends on the
+//! number of threads or on the chunking of frames; CPU and GPU agree to float
+//! rounding (see the property tests).
+
+pub mod cpu;
+pub mod cuda;
+
+use crate::model::AcousticModel;
+use crate::stats::ModelAccumulators;
+use crate::Result;
+
+/// A batch of feature frames: `frames × dim`, row-major, contiguous.
+#[derive(Debug, Clone, Copy)]
+pub struct FrameBatch<'a> {
+    pub data: &'a [f32],
+    pub frames: usize,
+    pub dim: usize,
+}
+
+impl<'a> FrameBatch<'a> {
+    pub fn new(data: &'a [f32], dim: usize) -> Self {
+        assert!(dim > 0 && data.len() % dim == 0, "frame data is not a whole number of rows");
+        FrameBatch { data, frames: data.len() / dim, dim }
+    }
+
+    pub fn row(&self, t: usize) -> &'a [f32] {
+        &self.data[t * self.dim..(t + 1) * self.dim]
+    }
+}
+
+/// Which state(s) each frame's statistics go to.
+#[derive(Debug, Clone, Copy)]
+pub enum FrameTargets<'a> {
+    /// Every frame to state 0 with weight 1: one global GMM (a UBM).
+    Global,
+    /// One state per frame, weight 1 (an alignment mapped to pdf ids).
+    Aligned(&'a [u32]),
+    /// Several (state, weight) pairs per frame (Kaldi posteriors over pdfs,
+    /// Baum-Welch state occupancies): frame `t` owns
+    /// `pairs[offsets[t]..offsets[t + 1]]`; `offsets.len() == frames + 1`.
+    Weighted { offsets: &'a [usize], pairs: &'a [(u32, f32)] },
+}
+
+/// A compute engine: holds its device (if any) and loads models onto it.
+pub trait Engine: Send + Sync {
+    /// `"cpu"` or `"cuda"`.
+    fn name(&self) -> &'static str;
+    /// A human description of the device, e.g. "NVIDIA H100 80GB HBM3" or "2 CPU threads".
+    fn device(&self) -> String;
+    /// Lay the model out for this engine (and copy it to the device).
+    fn load<'e>(&'e self, model: &AcousticModel) -> Result<Box<dyn LoadedModel + 'e>>;
+}
+
+/// A model laid out on an engine. All outputs are in the model's original state
+/// order, whatever order the engine's layout uses internally.
+pub trait LoadedModel {
+    fn num_states(&self) -> usize;
+
+    /// Per-frame per-state log-likelihoods: `out` is `frames × num_states`,
+    /// row-major.
+    fn state_loglikes(&mut self, feats: FrameBatch<'_>, out: &mut [f32]) -> Result<()>;
+
+    /// Per-frame log-likelihoods of each component of `state` (log weight
+    /// included): `out` is `frames × components(state)`. Posteriors within a
+    /// state are the softmax of a row.
+    fn component_loglikes(&mut self, state: usize, feats: FrameBatch<'_>, out: &mut [f32]) -> Result<()>;
+
+    /// EM statistics: for each frame and each (state, weight) target, add
+    /// weight × γ (component posteriors within the state) to the occupancies and
+    /// the first- and second-order sums in `acc`, add weight × the state's
+    /// log-likelihood to `acc.total_like` and weight to `acc.total_frames`.
+    /// Returns the Σ weight × log-likelihood of this batch.
+    fn accumulate(
+        &mut self,
+        feats: FrameBatch<'_>,
+        targets: FrameTargets<'_>,
+        acc: &mut ModelAccumulators,
+    ) -> Result<f64>;
+}
+
+/// Kaldi's `--use-gpu` option.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum UseGpu {
+    /// Use a GPU if one is usable, else the CPU with one log line.
+    #[default]
+    Optional,
+    /// A GPU or a clear error.
+    Yes,
+    /// Never touch CUDA.
+    No,
+}
