@@ -1,6 +1,3 @@
-use clap::Parser;
-
 fn main() {
-    let cli = amtool::cli::Cli::parse();
-    std::process::exit(amtool::cli::run(cli));
+    std::process::exit(amtool::cli::main_with_args(std::env::args_os().collect()));
 }

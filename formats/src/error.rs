@@ -52,17 +52,27 @@ impl Error {
     /// A format error with no file attached yet; callers that know the file use
     /// [`Error::in_file`] to name it.
     pub fn format(pos: Pos, msg: impl Into<String>) -> Self {
-        Error::Format { path: String::new(), key: None, pos, msg: msg.into() }
+        Error::Format {
+            path: String::new(),
+            key: None,
+            pos,
+            msg: msg.into(),
+        }
     }
 
     pub fn io(path: impl Into<String>, source: std::io::Error) -> Self {
-        Error::Io { path: path.into(), source }
+        Error::Io {
+            path: path.into(),
+            source,
+        }
     }
 
     /// Attach (or replace an empty) file name.
     pub fn in_file(mut self, file: &str) -> Self {
         match &mut self {
-            Error::Io { path, .. } | Error::Format { path, .. } | Error::Unsupported { path, .. } => {
+            Error::Io { path, .. }
+            | Error::Format { path, .. }
+            | Error::Unsupported { path, .. } => {
                 if path.is_empty() {
                     *path = file.to_string();
                 }
@@ -84,7 +94,13 @@ impl Error {
     /// Shift a byte position by `base` (an object parsed from a slice that starts at
     /// `base` in the file).
     pub fn offset_by(mut self, base: u64) -> Self {
-        if let Error::Format { pos: Pos::Byte(b), .. } | Error::Unsupported { pos: Pos::Byte(b), .. } = &mut self {
+        if let Error::Format {
+            pos: Pos::Byte(b), ..
+        }
+        | Error::Unsupported {
+            pos: Pos::Byte(b), ..
+        } = &mut self
+        {
             *b += base;
         }
         self

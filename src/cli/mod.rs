@@ -1,19 +1,157 @@
 //! One file per subcommand: parse options, call the library, write outputs.
 //! Each reads like a Kaldi `gmmbin/` main: tables in, library calls, tables out.
+//!
+//! [`main_with_args`] is the whole program: it resolves Kaldi tool names
+//! ([`shims`]), rewrites Kaldi-style options ([`kaldi`]), parses with clap and
+//! runs the subcommand. Exit status is Kaldi's: 0 on success, 1 on error.
 
-use clap::{Parser, Subcommand};
+pub mod kaldi;
+pub mod shims;
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
 
 #[derive(Debug, Parser)]
-#[command(name = "amtool", version, about = "GPU-accelerated GMM/HMM acoustic-model toolkit for Kaldi and HTK files")]
+#[command(
+    name = "amtool",
+    version,
+    about = "GPU-accelerated GMM/HMM acoustic-model toolkit for Kaldi and HTK files",
+    args_override_self = true
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
 }
 
+/// Options every Kaldi program accepts (`--config` is expanded before parsing).
+#[derive(Debug, Clone, Args)]
+pub struct KaldiStandard {
+    /// Verbose level (higher = more logging).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub verbose: i32,
+    /// Print the command line to stderr (Kaldi's default).
+    #[arg(long, value_name = "BOOL", default_value = "true", num_args = 0..=1,
+          require_equals = true, default_missing_value = "true", value_parser = kaldi::parse_bool)]
+    pub print_args: bool,
+    /// Read options from FILE (lines of --x=y); options on the command line win.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
 #[derive(Debug, Subcommand)]
-pub enum Command {}
+pub enum Command {
+    /// Create symlinks named like the Kaldi tools amtool replaces (put DIR first on PATH).
+    Shims {
+        /// Folder for the links (created if missing).
+        dir: PathBuf,
+    },
+}
+
+impl Command {
+    /// Kaldi programs echo their command line on stderr; amtool's own utility
+    /// subcommands don't.
+    fn is_kaldi_style(&self) -> bool {
+        !matches!(self, Command::Shims { .. })
+    }
+}
 
 /// Run a parsed command line; returns the process exit code.
 pub fn run(cli: Cli) -> i32 {
-    match cli.command {}
+    match cli.command {
+        Command::Shims { dir } => {
+            let exe = match std::env::current_exe() {
+                Ok(e) => e,
+                Err(e) => return fail(&format!("cannot find the amtool executable: {e}")),
+            };
+            match shims::make_links(&dir, &exe) {
+                Ok(n) => {
+                    eprintln!("amtool: made {n} links in {}", dir.display());
+                    0
+                }
+                Err(e) => fail(&e),
+            }
+        }
+    }
+}
+
+/// Prints an error the way Kaldi does and returns exit status 1.
+pub fn fail(msg: &str) -> i32 {
+    eprintln!(
+        "ERROR ({}[amtool-{}]) {msg}",
+        kaldi::program(),
+        env!("CARGO_PKG_VERSION")
+    );
+    1
+}
+
+/// The program: `args` is the full argv, argv[0] included.
+pub fn main_with_args(args: Vec<OsString>) -> i32 {
+    let argv0 = args
+        .first()
+        .cloned()
+        .unwrap_or_else(|| OsString::from("amtool"));
+    let invoked = PathBuf::from(&argv0)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    // Through a shim: the tool name selects the subcommand; every argument is the tool's.
+    let (program, sub, rest): (String, Vec<OsString>, &[OsString]) = match shims::find(&invoked) {
+        Some(shim) => (
+            invoked.clone(),
+            shim.argv.iter().map(OsString::from).collect(),
+            &args[1..],
+        ),
+        None if args.len() > 1 && !args[1].to_string_lossy().starts_with('-') => (
+            format!("amtool-{}", args[1].to_string_lossy()),
+            vec![args[1].clone()],
+            &args[2..],
+        ),
+        None => ("amtool".to_string(), Vec::new(), &args[1..]),
+    };
+    kaldi::set_program(&program);
+    let rest = if sub.is_empty() {
+        rest.to_vec()
+    } else {
+        match kaldi::normalize_args(rest) {
+            Ok(r) => r,
+            Err(e) => return fail(&e),
+        }
+    };
+    let mut full = vec![OsString::from("amtool")];
+    full.extend(sub);
+    full.extend(rest);
+    let cli = match Cli::try_parse_from(&full) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return match e.kind() {
+                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => 0,
+                _ => 1,
+            };
+        }
+    };
+    if cli.command.is_kaldi_style() && !print_args_disabled(&full) {
+        let line: Vec<String> = args
+            .iter()
+            .map(|a| kaldi::escape(&a.to_string_lossy()))
+            .collect();
+        eprintln!("{} ", line.join(" "));
+    }
+    run(cli)
+}
+
+fn print_args_disabled(full: &[OsString]) -> bool {
+    let mut last = None;
+    for a in full {
+        let a = a.to_string_lossy();
+        if a == "--" {
+            break;
+        }
+        if let Some(v) = a.strip_prefix("--print-args=") {
+            last = kaldi::parse_bool(v).ok();
+        }
+    }
+    last == Some(false)
 }

@@ -23,8 +23,15 @@ pub struct FrameBatch<'a> {
 
 impl<'a> FrameBatch<'a> {
     pub fn new(data: &'a [f32], dim: usize) -> Self {
-        assert!(dim > 0 && data.len() % dim == 0, "frame data is not a whole number of rows");
-        FrameBatch { data, frames: data.len() / dim, dim }
+        assert!(
+            dim > 0 && data.len() % dim == 0,
+            "frame data is not a whole number of rows"
+        );
+        FrameBatch {
+            data,
+            frames: data.len() / dim,
+            dim,
+        }
     }
 
     pub fn row(&self, t: usize) -> &'a [f32] {
@@ -42,7 +49,10 @@ pub enum FrameTargets<'a> {
     /// Several (state, weight) pairs per frame (Kaldi posteriors over pdfs,
     /// Baum-Welch state occupancies): frame `t` owns
     /// `pairs[offsets[t]..offsets[t + 1]]`; `offsets.len() == frames + 1`.
-    Weighted { offsets: &'a [usize], pairs: &'a [(u32, f32)] },
+    Weighted {
+        offsets: &'a [usize],
+        pairs: &'a [(u32, f32)],
+    },
 }
 
 /// A compute engine: holds its device (if any) and loads models onto it.
@@ -67,7 +77,12 @@ pub trait LoadedModel {
     /// Per-frame log-likelihoods of each component of `state` (log weight
     /// included): `out` is `frames × components(state)`. Posteriors within a
     /// state are the softmax of a row.
-    fn component_loglikes(&mut self, state: usize, feats: FrameBatch<'_>, out: &mut [f32]) -> Result<()>;
+    fn component_loglikes(
+        &mut self,
+        state: usize,
+        feats: FrameBatch<'_>,
+        out: &mut [f32],
+    ) -> Result<()>;
 
     /// EM statistics: for each frame and each (state, weight) target, add
     /// weight × γ (component posteriors within the state) to the occupancies and

@@ -16,7 +16,12 @@ pub struct UpdateFlags {
 
 impl Default for UpdateFlags {
     fn default() -> Self {
-        UpdateFlags { means: true, variances: true, weights: true, transitions: true }
+        UpdateFlags {
+            means: true,
+            variances: true,
+            weights: true,
+            transitions: true,
+        }
     }
 }
 
@@ -57,17 +62,36 @@ impl ModelAccumulators {
                 let m = s.num_components();
                 GmmAccumulator {
                     occupancy: vec![0.0; m],
-                    mean_acc: if flags.means { vec![0.0; m * model.dim] } else { Vec::new() },
-                    var_acc: if flags.means && flags.variances { vec![0.0; m * vlen] } else { Vec::new() },
+                    mean_acc: if flags.means {
+                        vec![0.0; m * model.dim]
+                    } else {
+                        Vec::new()
+                    },
+                    var_acc: if flags.means && flags.variances {
+                        vec![0.0; m * vlen]
+                    } else {
+                        Vec::new()
+                    },
                 }
             })
             .collect();
-        ModelAccumulators { dim: model.dim, kind: model.kind, flags, states, total_like: 0.0, total_frames: 0.0 }
+        ModelAccumulators {
+            dim: model.dim,
+            kind: model.kind,
+            flags,
+            states,
+            total_like: 0.0,
+            total_frames: 0.0,
+        }
     }
 
     /// Add `other` (same shape) into `self`: statistics are additive.
     pub fn add(&mut self, other: &ModelAccumulators) {
-        assert_eq!(self.states.len(), other.states.len(), "accumulator shapes differ");
+        assert_eq!(
+            self.states.len(),
+            other.states.len(),
+            "accumulator shapes differ"
+        );
         for (a, b) in self.states.iter_mut().zip(&other.states) {
             for (x, y) in a.occupancy.iter_mut().zip(&b.occupancy) {
                 *x += y;

@@ -1,0 +1,57 @@
+//! Kaldi tool names amtool answers to. Invoked through a link named like a
+//! Kaldi tool, amtool runs the subcommand listed here with that tool's
+//! arguments; `amtool shims DIR` makes the links, and a recipe puts DIR first
+//! on its PATH (in `path.sh`) to use amtool without editing its scripts.
+
+use std::path::Path;
+
+/// One Kaldi tool: its name and the amtool arguments it stands for (the
+/// subcommand, then options fixed by the tool's identity).
+#[derive(Debug, Clone, Copy)]
+pub struct Shim {
+    pub tool: &'static str,
+    pub argv: &'static [&'static str],
+}
+
+/// Every Kaldi tool name amtool stands in for. A subcommand adds its tools here.
+pub const SHIMS: &[Shim] = &[];
+
+pub fn find(tool: &str) -> Option<&'static Shim> {
+    SHIMS.iter().find(|s| s.tool == tool)
+}
+
+/// Creates (or refreshes) one symlink per Kaldi tool in `dir`, pointing at
+/// `exe`. An existing file of the same name that is not a link is left alone
+/// and reported, so nothing the user had is lost.
+pub fn make_links(dir: &Path, exe: &Path) -> Result<usize, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut made = 0;
+    for s in SHIMS {
+        let link = dir.join(s.tool);
+        match std::fs::symlink_metadata(&link) {
+            Ok(m) if m.file_type().is_symlink() => {
+                std::fs::remove_file(&link).map_err(|e| format!("{}: {e}", link.display()))?;
+            }
+            Ok(_) => {
+                return Err(format!(
+                    "{}: exists and is not a symlink; not replacing it",
+                    link.display()
+                ));
+            }
+            Err(_) => {}
+        }
+        symlink(exe, &link).map_err(|e| format!("{}: {e}", link.display()))?;
+        made += 1;
+    }
+    Ok(made)
+}
+
+#[cfg(unix)]
+fn symlink(target: &Path, link: &Path) -> std::io::Result<()> {
+    std::os::unix::fs::symlink(target, link)
+}
+
+#[cfg(not(unix))]
+fn symlink(target: &Path, link: &Path) -> std::io::Result<()> {
+    std::fs::copy(target, link).map(|_| ())
+}
