@@ -2,3 +2,5 @@
 //! `io-funcs`, matrices and vectors (incl. `CompressedMatrix`), tables
 //! (rspecifiers/wspecifiers, ark, scp, pipes), GMMs, transition models and
 //! accumulators — each written back exactly as Kaldi writes it.
+
+pub mod io;
