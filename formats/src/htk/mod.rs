@@ -1,2 +1,25 @@
 //! HTK's file formats: MMFs (text and binary), parameter files, MLFs and
 //! script files, read and written as HTK 3.4.1 does.
+
+pub mod cfmt;
+pub mod param;
+pub mod parmkind;
+
+use std::io::Write;
+use std::path::Path;
+
+use crate::error::{Error, Result};
+
+/// Write `bytes` to `path` through a temporary file in the same folder and a
+/// rename, so a failed write never leaves a truncated file.
+pub(crate) fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
+    let name = path.display().to_string();
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| Error::io(&name, e))?;
+    tmp.write_all(bytes).map_err(|e| Error::io(&name, e))?;
+    tmp.persist(path).map_err(|e| Error::io(&name, e.error))?;
+    Ok(())
+}
