@@ -3,4 +3,9 @@
 //! (rspecifiers/wspecifiers, ark, scp, pipes), GMMs, transition models and
 //! accumulators — each written back exactly as Kaldi writes it.
 
+pub mod accs;
+mod blocks;
+pub mod gmm;
 pub mod io;
+pub mod model;
+pub mod transition;
