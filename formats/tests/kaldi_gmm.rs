@@ -23,7 +23,9 @@ fn load(path: impl AsRef<Path>) -> Vec<u8> {
     let raw = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     if path.extension().is_some_and(|e| e == "gz") {
         let mut out = Vec::new();
-        flate2::read::GzDecoder::new(&raw[..]).read_to_end(&mut out).unwrap();
+        flate2::read::GzDecoder::new(&raw[..])
+            .read_to_end(&mut out)
+            .unwrap();
         out
     } else {
         raw
@@ -39,10 +41,17 @@ fn assert_same_text(ours: &[u8], kaldi: &[u8], what: &str) {
     if ours == kaldi {
         return;
     }
-    let (a, b) = (String::from_utf8_lossy(ours), String::from_utf8_lossy(kaldi));
+    let (a, b) = (
+        String::from_utf8_lossy(ours),
+        String::from_utf8_lossy(kaldi),
+    );
     for (i, (x, y)) in a.lines().zip(b.lines()).enumerate() {
         if x != y {
-            let at = x.chars().zip(y.chars()).position(|(p, q)| p != q).unwrap_or(x.len().min(y.len()));
+            let at = x
+                .chars()
+                .zip(y.chars())
+                .position(|(p, q)| p != q)
+                .unwrap_or(x.len().min(y.len()));
             let lo = at.saturating_sub(60);
             panic!(
                 "{what}: text differs at line {}:\n ours:  ...{}\n kaldi: ...{}",
@@ -52,7 +61,11 @@ fn assert_same_text(ours: &[u8], kaldi: &[u8], what: &str) {
             );
         }
     }
-    panic!("{what}: text differs in length: ours {} bytes, kaldi {} bytes", ours.len(), kaldi.len());
+    panic!(
+        "{what}: text differs in length: ours {} bytes, kaldi {} bytes",
+        ours.len(),
+        kaldi.len()
+    );
 }
 
 /// Generic checks for one (binary, text) pair of the same object.
@@ -63,15 +76,27 @@ where
     W: Fn(&T, bool) -> Vec<u8>,
 {
     let obj = read(bin).unwrap_or_else(|e| panic!("{what}: {e}"));
-    assert_eq!(write(&obj, true), bin, "{what}: binary written back is not byte-identical");
+    assert_eq!(
+        write(&obj, true),
+        bin,
+        "{what}: binary written back is not byte-identical"
+    );
     // binary -> text -> binary: text keeps 7 digits, so compare text forms.
     let text = write(&obj, false);
     let again = read(&text).unwrap_or_else(|e| panic!("{what} (our text): {e}"));
-    assert_eq!(write(&again, false), text, "{what}: text -> read -> text is not stable");
+    assert_eq!(
+        write(&again, false),
+        text,
+        "{what}: text -> read -> text is not stable"
+    );
     if let Some(txt) = txt {
         assert_same_text(&text, txt, what);
         let from_text = read(txt).unwrap_or_else(|e| panic!("{what} (Kaldi's text): {e}"));
-        assert_eq!(write(&from_text, false), txt, "{what}: Kaldi's text read and written back differs");
+        assert_eq!(
+            write(&from_text, false),
+            txt,
+            "{what}: Kaldi's text read and written back differs"
+        );
     }
 }
 
@@ -80,7 +105,13 @@ fn model_files_roundtrip() {
     for name in ["final.mdl", "init.mdl"] {
         let bin = td(name);
         let txt = td(&format!("{name}.txt.gz"));
-        check_pair(&bin, Some(&txt), KaldiModel::from_bytes, KaldiModel::to_bytes, name);
+        check_pair(
+            &bin,
+            Some(&txt),
+            KaldiModel::from_bytes,
+            KaldiModel::to_bytes,
+            name,
+        );
     }
 }
 
@@ -107,10 +138,16 @@ fn final_mdl_structure_matches_kaldi_logs() {
     let info = String::from_utf8_lossy(&info);
     for line in info.lines() {
         if let Some(n) = line.strip_prefix("number of transition-ids ") {
-            assert_eq!(n.trim().parse::<usize>().unwrap(), m.trans.num_transition_ids());
+            assert_eq!(
+                n.trim().parse::<usize>().unwrap(),
+                m.trans.num_transition_ids()
+            );
         }
         if let Some(n) = line.strip_prefix("number of transition-states ") {
-            assert_eq!(n.trim().parse::<usize>().unwrap(), m.trans.num_transition_states());
+            assert_eq!(
+                n.trim().parse::<usize>().unwrap(),
+                m.trans.num_transition_states()
+            );
         }
     }
 }
@@ -119,13 +156,19 @@ fn final_mdl_structure_matches_kaldi_logs() {
 /// model1/ali/ali.txt (transition-ids) and pdf_ali.txt (pdf-ids), same model.
 #[test]
 fn transition_ids_map_to_pdfs_as_ali_to_pdf_does() {
-    let (ali, pdf) = (Path::new(SHARED).join("model1/ali/ali.txt"), Path::new(SHARED).join("model1/ali/pdf_ali.txt"));
+    let (ali, pdf) = (
+        Path::new(SHARED).join("model1/ali/ali.txt"),
+        Path::new(SHARED).join("model1/ali/pdf_ali.txt"),
+    );
     if !ali.exists() || !pdf.exists() {
         eprintln!("skipped: {} not present", ali.display());
         return;
     }
     let m = KaldiModel::from_bytes(&td("final.mdl")).unwrap();
-    let (ali, pdf) = (String::from_utf8(load(ali)).unwrap(), String::from_utf8(load(pdf)).unwrap());
+    let (ali, pdf) = (
+        String::from_utf8(load(ali)).unwrap(),
+        String::from_utf8(load(pdf)).unwrap(),
+    );
     let mut n = 0;
     for (a, p) in ali.lines().zip(pdf.lines()) {
         let a: Vec<&str> = a.split_whitespace().collect();
@@ -134,7 +177,11 @@ fn transition_ids_map_to_pdfs_as_ali_to_pdf_does() {
         assert_eq!(a.len(), p.len());
         for (t, q) in a[1..].iter().zip(&p[1..]) {
             let tid: i32 = t.parse().unwrap();
-            assert_eq!(m.trans.transition_id_to_pdf(tid), Some(q.parse().unwrap()), "tid {tid}");
+            assert_eq!(
+                m.trans.transition_id_to_pdf(tid),
+                Some(q.parse().unwrap()),
+                "tid {tid}"
+            );
             n += 1;
         }
     }
@@ -152,23 +199,44 @@ fn topology_file_reads_and_writes_back() {
     // Kaldi's text form (gmm-copy --binary=false) of the topology:
     let txt = String::from_utf8(topo.to_bytes(false)).unwrap();
     let model_txt = String::from_utf8(td("final.mdl.txt.gz")).unwrap();
-    assert!(model_txt.contains(&txt), "topology text not found in Kaldi's model text");
+    assert!(
+        model_txt.contains(&txt),
+        "topology text not found in Kaldi's model text"
+    );
     assert_eq!(Topology::from_bytes(&topo.to_bytes(true)).unwrap(), topo);
 }
 
 #[test]
 fn diag_gmm_files_roundtrip() {
-    check_pair(&td("ubm.0.dubm"), Some(&td("ubm.0.dubm.txt.gz")), DiagGmm::from_bytes, DiagGmm::to_bytes, "ubm.0.dubm");
+    check_pair(
+        &td("ubm.0.dubm"),
+        Some(&td("ubm.0.dubm.txt.gz")),
+        DiagGmm::from_bytes,
+        DiagGmm::to_bytes,
+        "ubm.0.dubm",
+    );
 }
 
 #[test]
 fn full_gmm_files_roundtrip() {
-    check_pair(&td("fubm.0.fubm.gz"), Some(&td("fubm.0.fubm.txt.gz")), FullGmm::from_bytes, FullGmm::to_bytes, "fubm.0.fubm");
+    check_pair(
+        &td("fubm.0.fubm.gz"),
+        Some(&td("fubm.0.fubm.txt.gz")),
+        FullGmm::from_bytes,
+        FullGmm::to_bytes,
+        "fubm.0.fubm",
+    );
 }
 
 #[test]
 fn am_accs_roundtrip() {
-    check_pair(&td("all.acc"), Some(&td("all.acc.txt.gz")), AmAccs::from_bytes, AmAccs::to_bytes, "all.acc");
+    check_pair(
+        &td("all.acc"),
+        Some(&td("all.acc.txt.gz")),
+        AmAccs::from_bytes,
+        AmAccs::to_bytes,
+        "all.acc",
+    );
     let a = AmAccs::from_bytes(&td("all.acc")).unwrap();
     assert_eq!(a.gmm.pdfs.len(), 63);
     // gmm-acc-stats-ali's log: "Overall avg like per frame ... over 8445 frames"
@@ -183,7 +251,13 @@ fn am_accs_roundtrip() {
 
 #[test]
 fn diag_accs_roundtrip() {
-    check_pair(&td("ubm.0.acc"), Some(&td("ubm.0.acc.txt.gz")), AccumDiagGmm::from_bytes, AccumDiagGmm::to_bytes, "ubm.0.acc");
+    check_pair(
+        &td("ubm.0.acc"),
+        Some(&td("ubm.0.acc.txt.gz")),
+        AccumDiagGmm::from_bytes,
+        AccumDiagGmm::to_bytes,
+        "ubm.0.acc",
+    );
 }
 
 #[test]
@@ -193,7 +267,13 @@ fn full_accs_roundtrip() {
     if txt.is_none() {
         eprintln!("skipped: text form of fubm.0.acc (../shared not present); binary checked only");
     }
-    check_pair(&td("fubm.0.acc.gz"), txt.as_deref(), AccumFullGmm::from_bytes, AccumFullGmm::to_bytes, "fubm.0.acc");
+    check_pair(
+        &td("fubm.0.acc.gz"),
+        txt.as_deref(),
+        AccumFullGmm::from_bytes,
+        AccumFullGmm::to_bytes,
+        "fubm.0.acc",
+    );
 }
 
 #[test]
@@ -207,7 +287,11 @@ fn gconsts_recomputed_bit_exactly() {
         let mut h = g.clone();
         h.compute_gconsts().unwrap();
         for (i, (a, b)) in g.gconsts.iter().zip(&h.gconsts).enumerate() {
-            assert_eq!(a.to_bits(), b.to_bits(), "gconst {i}: stored {a}, computed {b}");
+            assert_eq!(
+                a.to_bits(),
+                b.to_bits(),
+                "gconst {i}: stored {a}, computed {b}"
+            );
             n += 1;
         }
     }
@@ -217,14 +301,29 @@ fn gconsts_recomputed_bit_exactly() {
 #[test]
 fn detection_by_first_token() {
     assert_eq!(ObjectKind::detect(&td("final.mdl")), ObjectKind::Model);
-    assert_eq!(ObjectKind::detect(&td("final.mdl.txt.gz")), ObjectKind::Model);
+    assert_eq!(
+        ObjectKind::detect(&td("final.mdl.txt.gz")),
+        ObjectKind::Model
+    );
     assert_eq!(ObjectKind::detect(&td("ubm.0.dubm")), ObjectKind::DiagGmm);
-    assert_eq!(ObjectKind::detect(&td("fubm.0.fubm.gz")), ObjectKind::FullGmm);
+    assert_eq!(
+        ObjectKind::detect(&td("fubm.0.fubm.gz")),
+        ObjectKind::FullGmm
+    );
     assert_eq!(ObjectKind::detect(&td("all.acc")), ObjectKind::AmAccs);
-    assert_eq!(ObjectKind::detect(&td("all.acc.txt.gz")), ObjectKind::AmAccs);
+    assert_eq!(
+        ObjectKind::detect(&td("all.acc.txt.gz")),
+        ObjectKind::AmAccs
+    );
     assert_eq!(ObjectKind::detect(&td("ubm.0.acc")), ObjectKind::DiagAccs);
-    assert_eq!(ObjectKind::detect(&td("ubm.0.acc.txt.gz")), ObjectKind::DiagAccs);
-    assert_eq!(ObjectKind::detect(&td("fubm.0.acc.gz")), ObjectKind::FullAccs);
+    assert_eq!(
+        ObjectKind::detect(&td("ubm.0.acc.txt.gz")),
+        ObjectKind::DiagAccs
+    );
+    assert_eq!(
+        ObjectKind::detect(&td("fubm.0.acc.gz")),
+        ObjectKind::FullAccs
+    );
     assert_eq!(ObjectKind::detect(&td("topo")), ObjectKind::Topology);
     assert_eq!(ObjectKind::detect(&td("final.occs")), ObjectKind::Vector);
 }
@@ -266,7 +365,10 @@ fn all_shared_fixtures_parse() {
         };
         let back = back.unwrap_or_else(|e| panic!("{name}: {e}"));
         if binary {
-            assert!(back == buf, "{name}: binary written back is not byte-identical");
+            assert!(
+                back == buf,
+                "{name}: binary written back is not byte-identical"
+            );
         } else if !name.ends_with("/topo") {
             // The topo file is hand-written (no trailing spaces); the rest is Kaldi's text.
             assert_same_text(&back, &buf, &name);
@@ -297,7 +399,11 @@ fn wild_kaldi_files() {
         if name.ends_with(".mdl") {
             let m = as_model.unwrap_or_else(|e| panic!("{name}: {e}"));
             assert_eq!(m.to_bytes(binary), buf, "{name}: not byte-identical");
-            eprintln!("ok: {name}: {} pdfs, {} Gaussians", m.am.num_pdfs(), m.am.num_gauss());
+            eprintln!(
+                "ok: {name}: {} pdfs, {} Gaussians",
+                m.am.num_pdfs(),
+                m.am.num_gauss()
+            );
         } else if name.contains("tree") {
             let e = as_model.unwrap_err().to_string();
             assert!(e.contains("ContextDependency tree"), "{name}: {e}");
@@ -324,13 +430,27 @@ fn wild_kaldi_files() {
 /// Byte offset in an error message ("at byte N").
 fn err_byte(e: &amtool_formats::Error) -> u64 {
     let s = e.to_string();
-    let i = s.find("at byte ").unwrap_or_else(|| panic!("no byte offset in: {s}"));
-    s[i + 8..].split(|c: char| !c.is_ascii_digit()).next().unwrap().parse().unwrap()
+    let i = s
+        .find("at byte ")
+        .unwrap_or_else(|| panic!("no byte offset in: {s}"));
+    s[i + 8..]
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
 }
 
 #[test]
 fn truncated_files_are_errors_with_positions() {
-    for name in ["final.mdl", "all.acc", "ubm.0.dubm", "fubm.0.fubm.gz", "ubm.0.acc", "fubm.0.acc.gz"] {
+    for name in [
+        "final.mdl",
+        "all.acc",
+        "ubm.0.dubm",
+        "fubm.0.fubm.gz",
+        "ubm.0.acc",
+        "fubm.0.acc.gz",
+    ] {
         let buf = td(name);
         let kind = ObjectKind::detect(&buf);
         // Every prefix at a spread of lengths (and a few around the end).
@@ -355,9 +475,16 @@ fn truncated_files_are_errors_with_positions() {
 
 /// Replace the first `from` in Kaldi's text form by `to`, parse, return the
 /// error and the offset of the replaced text.
-fn text_error<T: std::fmt::Debug>(name: &str, from: &str, to: &str, read: fn(&[u8]) -> amtool_formats::Result<T>) -> (String, u64) {
+fn text_error<T: std::fmt::Debug>(
+    name: &str,
+    from: &str,
+    to: &str,
+    read: fn(&[u8]) -> amtool_formats::Result<T>,
+) -> (String, u64) {
     let txt = String::from_utf8(td(name)).unwrap();
-    let at = txt.find(from).unwrap_or_else(|| panic!("{from} not in {name}"));
+    let at = txt
+        .find(from)
+        .unwrap_or_else(|| panic!("{from} not in {name}"));
     let bad = format!("{}{}{}", &txt[..at], to, &txt[at + from.len()..]);
     let e = read(bad.as_bytes()).expect_err(&format!("{name} with {to} parsed"));
     let pos = err_byte(&e);
@@ -366,13 +493,42 @@ fn text_error<T: std::fmt::Debug>(name: &str, from: &str, to: &str, read: fn(&[u
 
 #[test]
 fn wrong_tokens_are_named_with_their_position() {
-    let (e, d) = text_error("ubm.0.dubm.txt.gz", "<INV_VARS>", "<INV_VAXS>", DiagGmm::from_bytes);
-    assert!(e.contains("expected token <INV_VARS>, found <INV_VAXS>") && d <= 2, "{e}");
-    let (e, d) = text_error("final.mdl.txt.gz", "<Triples>", "<Quads>", KaldiModel::from_bytes);
-    assert!(e.contains("<Triples> or <Tuples>") && e.contains("<Quads>") && d <= 2, "{e}");
-    let (e, _) = text_error("all.acc.txt.gz", "<MEANACCS>", "<MEANSACCS>", AmAccs::from_bytes);
-    assert!(e.contains("unexpected token '<MEANSACCS>'") && e.contains("pdf 0"), "{e}");
-    let (e, _) = text_error("fubm.0.fubm.txt.gz", "<FullGMM>", "<DiagGMM>", FullGmm::from_bytes);
+    let (e, d) = text_error(
+        "ubm.0.dubm.txt.gz",
+        "<INV_VARS>",
+        "<INV_VAXS>",
+        DiagGmm::from_bytes,
+    );
+    assert!(
+        e.contains("expected token <INV_VARS>, found <INV_VAXS>") && d <= 2,
+        "{e}"
+    );
+    let (e, d) = text_error(
+        "final.mdl.txt.gz",
+        "<Triples>",
+        "<Quads>",
+        KaldiModel::from_bytes,
+    );
+    assert!(
+        e.contains("<Triples> or <Tuples>") && e.contains("<Quads>") && d <= 2,
+        "{e}"
+    );
+    let (e, _) = text_error(
+        "all.acc.txt.gz",
+        "<MEANACCS>",
+        "<MEANSACCS>",
+        AmAccs::from_bytes,
+    );
+    assert!(
+        e.contains("unexpected token '<MEANSACCS>'") && e.contains("pdf 0"),
+        "{e}"
+    );
+    let (e, _) = text_error(
+        "fubm.0.fubm.txt.gz",
+        "<FullGMM>",
+        "<DiagGMM>",
+        FullGmm::from_bytes,
+    );
     assert!(e.contains("expected <FullGMM>, found '<DiagGMM>'"), "{e}");
     // A binary model whose marker is damaged.
     let mut b = td("final.mdl");
@@ -383,32 +539,89 @@ fn wrong_tokens_are_named_with_their_position() {
 
 #[test]
 fn wrong_dims_are_errors() {
-    let (e, _) = text_error("ubm.0.acc.txt.gz", "<NUMCOMPONENTS> 64", "<NUMCOMPONENTS> 65", AccumDiagGmm::from_bytes);
-    assert!(e.contains("wrong dims") && e.contains("<OCCUPANCY> has 64 entries"), "{e}");
-    let (e, _) = text_error("final.mdl.txt.gz", "<DIMENSION> 39", "<DIMENSION> 40", KaldiModel::from_bytes);
+    let (e, _) = text_error(
+        "ubm.0.acc.txt.gz",
+        "<NUMCOMPONENTS> 64",
+        "<NUMCOMPONENTS> 65",
+        AccumDiagGmm::from_bytes,
+    );
+    assert!(
+        e.contains("wrong dims") && e.contains("<OCCUPANCY> has 64 entries"),
+        "{e}"
+    );
+    let (e, _) = text_error(
+        "final.mdl.txt.gz",
+        "<DIMENSION> 39",
+        "<DIMENSION> 40",
+        KaldiModel::from_bytes,
+    );
     assert!(e.contains("wrong dims") && e.contains("pdf 0"), "{e}");
-    let (e, _) = text_error("final.mdl.txt.gz", "<NUMPDFS> 63", "<NUMPDFS> 62", KaldiModel::from_bytes);
+    let (e, _) = text_error(
+        "final.mdl.txt.gz",
+        "<NUMPDFS> 63",
+        "<NUMPDFS> 62",
+        KaldiModel::from_bytes,
+    );
     assert!(e.contains("wrong dims") && e.contains("62 pdfs"), "{e}");
-    let (e, _) = text_error("ubm.0.acc.txt.gz", "<VECSIZE> 39", "<VECSIZE> 38", AccumDiagGmm::from_bytes);
-    assert!(e.contains("wrong dims") && e.contains("<MEANACCS> is 64 x 39"), "{e}");
-    let (e, _) = text_error("init.mdl.txt.gz", "]\n</LogProbs>", "-0.5 ]\n</LogProbs>", KaldiModel::from_bytes);
+    let (e, _) = text_error(
+        "ubm.0.acc.txt.gz",
+        "<VECSIZE> 39",
+        "<VECSIZE> 38",
+        AccumDiagGmm::from_bytes,
+    );
+    assert!(
+        e.contains("wrong dims") && e.contains("<MEANACCS> is 64 x 39"),
+        "{e}"
+    );
+    let (e, _) = text_error(
+        "init.mdl.txt.gz",
+        "]\n</LogProbs>",
+        "-0.5 ]\n</LogProbs>",
+        KaldiModel::from_bytes,
+    );
     assert!(e.contains("wrong dims") && e.contains("<LogProbs>"), "{e}");
 }
 
 #[test]
 fn negative_counts_are_errors() {
-    let (e, d) = text_error("final.mdl.txt.gz", "<NUMPDFS> 63", "<NUMPDFS> -63", KaldiModel::from_bytes);
-    assert!(e.contains("<NUMPDFS> must be positive, found -63") && d <= 12, "{e}");
-    let (e, _) = text_error("final.mdl.txt.gz", "<Triples> 258", "<Triples> -258", KaldiModel::from_bytes);
+    let (e, d) = text_error(
+        "final.mdl.txt.gz",
+        "<NUMPDFS> 63",
+        "<NUMPDFS> -63",
+        KaldiModel::from_bytes,
+    );
+    assert!(
+        e.contains("<NUMPDFS> must be positive, found -63") && d <= 12,
+        "{e}"
+    );
+    let (e, _) = text_error(
+        "final.mdl.txt.gz",
+        "<Triples> 258",
+        "<Triples> -258",
+        KaldiModel::from_bytes,
+    );
     assert!(e.contains("negative <Triples> count -258"), "{e}");
-    let (e, _) = text_error("ubm.0.acc.txt.gz", "<NUMCOMPONENTS> 64", "<NUMCOMPONENTS> -64", AccumDiagGmm::from_bytes);
+    let (e, _) = text_error(
+        "ubm.0.acc.txt.gz",
+        "<NUMCOMPONENTS> 64",
+        "<NUMCOMPONENTS> -64",
+        AccumDiagGmm::from_bytes,
+    );
     assert!(e.contains("<NUMCOMPONENTS> must be positive"), "{e}");
-    let (e, _) = text_error("all.acc.txt.gz", "<NUMPDFS> 63", "<NUMPDFS> -1", AmAccs::from_bytes);
+    let (e, _) = text_error(
+        "all.acc.txt.gz",
+        "<NUMPDFS> 63",
+        "<NUMPDFS> -1",
+        AmAccs::from_bytes,
+    );
     assert!(e.contains("negative <NUMPDFS> -1"), "{e}");
     // Binary: a negative matrix row count inside the first DiagGMM.
     let mut b = td("ubm.0.dubm");
     let at = b.windows(3).position(|w| w == b"FM ").unwrap() + 4;
     b[at..at + 4].copy_from_slice(&(-5i32).to_le_bytes());
     let e = DiagGmm::from_bytes(&b).unwrap_err();
-    assert!(e.to_string().contains("negative matrix row count -5") && err_byte(&e) == at as u64 - 1, "{e}");
+    assert!(
+        e.to_string().contains("negative matrix row count -5") && err_byte(&e) == at as u64 - 1,
+        "{e}"
+    );
 }

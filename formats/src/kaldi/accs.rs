@@ -106,9 +106,24 @@ impl AccumDiagGmm {
     /// Zeroed statistics sized as Kaldi's `Resize` sizes them.
     pub fn new(num_comp: usize, dim: usize, flags: u16) -> Self {
         let flags = augment_flags(flags);
-        let m = if flags & GMM_MEANS != 0 { num_comp * dim } else { 0 };
-        let v = if flags & GMM_VARIANCES != 0 { num_comp * dim } else { 0 };
-        AccumDiagGmm { dim, num_comp, flags, occupancy: vec![0.0; num_comp], mean_accs: vec![0.0; m], var_accs: vec![0.0; v] }
+        let m = if flags & GMM_MEANS != 0 {
+            num_comp * dim
+        } else {
+            0
+        };
+        let v = if flags & GMM_VARIANCES != 0 {
+            num_comp * dim
+        } else {
+            0
+        };
+        AccumDiagGmm {
+            dim,
+            num_comp,
+            flags,
+            occupancy: vec![0.0; num_comp],
+            mean_accs: vec![0.0; m],
+            var_accs: vec![0.0; v],
+        }
     }
 
     /// Kaldi `AccumDiagGmm::Read` (sections in any order until `</GMMACCS>`,
@@ -124,7 +139,13 @@ impl AccumDiagGmm {
                 "<OCCUPANCY>" => {
                     let v = read_vector_f64(r).map_err(|e| context(e, "<OCCUPANCY>"))?;
                     if v.len() != n {
-                        return Err(r.error_at(at, format!("wrong dims: <OCCUPANCY> has {} entries, <NUMCOMPONENTS> is {n}", v.len())));
+                        return Err(r.error_at(
+                            at,
+                            format!(
+                                "wrong dims: <OCCUPANCY> has {} entries, <NUMCOMPONENTS> is {n}",
+                                v.len()
+                            ),
+                        ));
                     }
                     acc.occupancy = v;
                 }
@@ -143,7 +164,9 @@ impl AccumDiagGmm {
                         *slot = m;
                     }
                 }
-                other => return Err(r.error_at(at, format!("unexpected token '{other}' in <GMMACCS>"))),
+                other => {
+                    return Err(r.error_at(at, format!("unexpected token '{other}' in <GMMACCS>")))
+                }
             }
         }
         Ok(acc)
@@ -154,10 +177,18 @@ impl AccumDiagGmm {
         write_header(w, self.dim, self.num_comp, self.flags)?;
         w.write_token("<OCCUPANCY>")?;
         write_vector(w, &to_f32(&self.occupancy))?;
-        let (mr, mc) = if self.mean_accs.is_empty() { (0, 0) } else { (self.num_comp, self.dim) };
+        let (mr, mc) = if self.mean_accs.is_empty() {
+            (0, 0)
+        } else {
+            (self.num_comp, self.dim)
+        };
         w.write_token("<MEANACCS>")?;
         write_matrix(w, mr, mc, &to_f32(&self.mean_accs))?;
-        let (vr, vc) = if self.var_accs.is_empty() { (0, 0) } else { (self.num_comp, self.dim) };
+        let (vr, vc) = if self.var_accs.is_empty() {
+            (0, 0)
+        } else {
+            (self.num_comp, self.dim)
+        };
         w.write_token("<DIAGVARACCS>")?;
         write_matrix(w, vr, vc, &to_f32(&self.var_accs))?;
         w.write_token("</GMMACCS>")
@@ -205,7 +236,14 @@ impl AccumFullGmm {
             flags,
             occupancy: vec![0.0; n],
             mean_accs: vec![0.0; if flags & GMM_MEANS != 0 { n * dim } else { 0 }],
-            centered_covar_accs: vec![0.0; if flags & GMM_VARIANCES != 0 { n * plen } else { 0 }],
+            centered_covar_accs: vec![
+                0.0;
+                if flags & GMM_VARIANCES != 0 {
+                    n * plen
+                } else {
+                    0
+                }
+            ],
         };
         loop {
             let at = r.pos();
@@ -215,7 +253,13 @@ impl AccumFullGmm {
                 "<OCCUPANCY>" => {
                     let v = read_vector_f64(r).map_err(|e| context(e, "<OCCUPANCY>"))?;
                     if v.len() != n {
-                        return Err(r.error_at(at, format!("wrong dims: <OCCUPANCY> has {} entries, <NUMCOMPONENTS> is {n}", v.len())));
+                        return Err(r.error_at(
+                            at,
+                            format!(
+                                "wrong dims: <OCCUPANCY> has {} entries, <NUMCOMPONENTS> is {n}",
+                                v.len()
+                            ),
+                        ));
                     }
                     acc.occupancy = v;
                 }
@@ -223,18 +267,27 @@ impl AccumFullGmm {
                     let (rows, cols, m) = read_matrix_f64(r).map_err(|e| context(e, tok))?;
                     let want = flags & GMM_MEANS != 0;
                     if want && (rows, cols) != (n, dim) || !want && rows * cols != 0 {
-                        return Err(r.error_at(at, format!("wrong dims: <MEANACCS> is {rows} x {cols}, expected {n} x {dim}")));
+                        return Err(r.error_at(
+                            at,
+                            format!(
+                                "wrong dims: <MEANACCS> is {rows} x {cols}, expected {n} x {dim}"
+                            ),
+                        ));
                     }
                     acc.mean_accs = m;
                 }
                 "<FULLVARACCS>" => {
                     if flags & GMM_VARIANCES == 0 {
-                        return Err(r.error_at(at, format!("<FULLVARACCS> present but <FLAGS> {flags} has no variances")));
+                        return Err(r.error_at(
+                            at,
+                            format!("<FULLVARACCS> present but <FLAGS> {flags} has no variances"),
+                        ));
                     }
                     let mut all = Vec::with_capacity(n * plen);
                     for i in 0..n {
                         let at = r.pos();
-                        let (size, p) = read_packed_f64(r).map_err(|e| context(e, format!("<FULLVARACCS> of component {i}")))?;
+                        let (size, p) = read_packed_f64(r)
+                            .map_err(|e| context(e, format!("<FULLVARACCS> of component {i}")))?;
                         if size != dim {
                             return Err(r.error_at(at, format!("wrong dims: <FULLVARACCS> {i} is {size} x {size}, <VECSIZE> is {dim}")));
                         }
@@ -242,7 +295,9 @@ impl AccumFullGmm {
                     }
                     acc.centered_covar_accs = all;
                 }
-                other => return Err(r.error_at(at, format!("unexpected token '{other}' in <GMMACCS>"))),
+                other => {
+                    return Err(r.error_at(at, format!("unexpected token '{other}' in <GMMACCS>")))
+                }
             }
         }
         Ok(acc)
@@ -253,7 +308,11 @@ impl AccumFullGmm {
         write_header(w, self.dim, self.num_comp, self.flags)?;
         w.write_token("<OCCUPANCY>")?;
         write_vector(w, &to_f32(&self.occupancy))?;
-        let (mr, mc) = if self.mean_accs.is_empty() { (0, 0) } else { (self.num_comp, self.dim) };
+        let (mr, mc) = if self.mean_accs.is_empty() {
+            (0, 0)
+        } else {
+            (self.num_comp, self.dim)
+        };
         w.write_token("<MEANACCS>")?;
         write_matrix(w, mr, mc, &to_f32(&self.mean_accs))?;
         if !self.centered_covar_accs.is_empty() {
@@ -295,7 +354,10 @@ impl AccumAmDiagGmm {
         }
         let mut pdfs = Vec::with_capacity((n as usize).min(1 << 16));
         for i in 0..n {
-            pdfs.push(AccumDiagGmm::read(r).map_err(|e| context(e, format!("accumulators of pdf {i} of {n}")))?);
+            pdfs.push(
+                AccumDiagGmm::read(r)
+                    .map_err(|e| context(e, format!("accumulators of pdf {i} of {n}")))?,
+            );
         }
         // Older files end here (Kaldi peeks for EOF).
         let (mut total_like, mut total_frames) = (0.0, 0.0);
@@ -305,7 +367,11 @@ impl AccumAmDiagGmm {
             r.expect_token("<total_frames>")?;
             total_frames = r.read_f64()?;
         }
-        Ok(AccumAmDiagGmm { pdfs, total_like, total_frames })
+        Ok(AccumAmDiagGmm {
+            pdfs,
+            total_like,
+            total_frames,
+        })
     }
 
     pub fn write<W: Write>(&self, w: &mut Writer<W>) -> io::Result<()> {
@@ -332,9 +398,13 @@ pub struct AmAccs {
 
 impl AmAccs {
     pub fn read(r: &mut Reader<'_>) -> Result<Self> {
-        let transition_accs = read_vector_f64(r).map_err(|e| context(e, "transition accumulators (a double vector)"))?;
+        let transition_accs = read_vector_f64(r)
+            .map_err(|e| context(e, "transition accumulators (a double vector)"))?;
         let gmm = AccumAmDiagGmm::read(r)?;
-        Ok(AmAccs { transition_accs, gmm })
+        Ok(AmAccs {
+            transition_accs,
+            gmm,
+        })
     }
 
     pub fn write<W: Write>(&self, w: &mut Writer<W>) -> io::Result<()> {
@@ -343,7 +413,11 @@ impl AmAccs {
     }
 
     pub fn from_bytes(buf: &[u8]) -> Result<Self> {
-        read_single(buf, "GMM accumulators (transition accs + AccumAmDiagGmm)", AmAccs::read)
+        read_single(
+            buf,
+            "GMM accumulators (transition accs + AccumAmDiagGmm)",
+            AmAccs::read,
+        )
     }
 
     pub fn to_bytes(&self, binary: bool) -> Vec<u8> {

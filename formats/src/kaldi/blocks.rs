@@ -31,10 +31,18 @@ fn read_type_token(r: &mut Reader<'_>, kind: char, what: &str) -> Result<Prec> {
     let prec = match chars.next() {
         Some('F') => Prec::F32,
         Some('D') => Prec::F64,
-        _ => return Err(r.error_at(at, format!("expected a {what} (F{kind} or D{kind}), found '{tok}'"))),
+        _ => {
+            return Err(r.error_at(
+                at,
+                format!("expected a {what} (F{kind} or D{kind}), found '{tok}'"),
+            ))
+        }
     };
     if chars.next() != Some(kind) || chars.next().is_some() {
-        return Err(r.error_at(at, format!("expected a {what} (F{kind} or D{kind}), found '{tok}'")));
+        return Err(r.error_at(
+            at,
+            format!("expected a {what} (F{kind} or D{kind}), found '{tok}'"),
+        ));
     }
     Ok(prec)
 }
@@ -60,7 +68,11 @@ fn read_raw(r: &mut Reader<'_>, prec: Prec, n: usize, out: &mut Vec<f64>) -> Res
     let bytes = r.read_bytes(nbytes)?;
     out.reserve(n);
     match prec {
-        Prec::F32 => out.extend(bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64)),
+        Prec::F32 => out.extend(
+            bytes
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64),
+        ),
         Prec::F64 => out.extend(
             bytes
                 .chunks_exact(8)
@@ -77,14 +89,22 @@ fn expect_open(r: &mut Reader<'_>, what: &str) -> Result<()> {
             r.read_bytes(1)?;
             Ok(())
         }
-        Some(b) => Err(r.error(format!("expected '[' starting a {what}, found '{}'", b as char))),
+        Some(b) => Err(r.error(format!(
+            "expected '[' starting a {what}, found '{}'",
+            b as char
+        ))),
         None => Err(r.error(format!("expected '[' starting a {what}, found end of data"))),
     }
 }
 
 /// Text numbers up to the closing `]`; with `rows`, also counts the lines the
 /// numbers are on (a text matrix has one row per line).
-fn read_text_numbers(r: &mut Reader<'_>, f32_values: bool, what: &str, mut rows: Option<&mut Vec<usize>>) -> Result<Vec<f64>> {
+fn read_text_numbers(
+    r: &mut Reader<'_>,
+    f32_values: bool,
+    what: &str,
+    mut rows: Option<&mut Vec<usize>>,
+) -> Result<Vec<f64>> {
     expect_open(r, what)?;
     let mut v = Vec::new();
     let mut line_start_count = 0usize;
@@ -108,7 +128,11 @@ fn read_text_numbers(r: &mut Reader<'_>, f32_values: bool, what: &str, mut rows:
             line_start_count = v.len();
         }
         match r.peek_byte() {
-            None => return Err(r.error(format!("unexpected end of data inside a {what} (no closing ']')"))),
+            None => {
+                return Err(r.error(format!(
+                    "unexpected end of data inside a {what} (no closing ']')"
+                )))
+            }
             Some(b']') => {
                 r.read_bytes(1)?;
                 if let Some(rows) = rows.as_deref_mut() {
@@ -119,7 +143,11 @@ fn read_text_numbers(r: &mut Reader<'_>, f32_values: bool, what: &str, mut rows:
                 return Ok(v);
             }
             Some(_) => {
-                let x = if f32_values { r.read_f32()? as f64 } else { r.read_f64()? };
+                let x = if f32_values {
+                    r.read_f32()? as f64
+                } else {
+                    r.read_f64()?
+                };
                 v.push(x);
             }
         }
@@ -142,7 +170,10 @@ fn read_vector(r: &mut Reader<'_>, f32_values: bool) -> Result<Vec<f64>> {
 
 /// Kaldi `Vector<float>::Read`.
 pub fn read_vector_f32(r: &mut Reader<'_>) -> Result<Vec<f32>> {
-    Ok(read_vector(r, true)?.into_iter().map(|x| x as f32).collect())
+    Ok(read_vector(r, true)?
+        .into_iter()
+        .map(|x| x as f32)
+        .collect())
 }
 
 /// Kaldi `Vector<double>::Read`.
@@ -208,7 +239,12 @@ fn read_packed(r: &mut Reader<'_>, f32_values: bool) -> Result<(usize, Vec<f64>)
         let n = (n.saturating_sub(1)..=n + 1).find(|&k| k * (k + 1) / 2 == len);
         match n {
             Some(n) => Ok((n, v)),
-            None => Err(r.error_at(start, format!("packed symmetric matrix has {len} numbers, not a triangular count n(n+1)/2"))),
+            None => Err(r.error_at(
+                start,
+                format!(
+                    "packed symmetric matrix has {len} numbers, not a triangular count n(n+1)/2"
+                ),
+            )),
         }
     }
 }
@@ -278,7 +314,12 @@ pub fn write_vector<T: BlockValue, W: Write>(w: &mut Writer<W>, v: &[T]) -> io::
 }
 
 /// Kaldi `Matrix<T>::Write` of a row-major `rows x cols` matrix.
-pub fn write_matrix<T: BlockValue, W: Write>(w: &mut Writer<W>, rows: usize, cols: usize, v: &[T]) -> io::Result<()> {
+pub fn write_matrix<T: BlockValue, W: Write>(
+    w: &mut Writer<W>,
+    rows: usize,
+    cols: usize,
+    v: &[T],
+) -> io::Result<()> {
     debug_assert_eq!(rows * cols, v.len());
     if w.binary() {
         w.write_token(&format!("{}M", T::TYPE_LETTER))?;
@@ -304,7 +345,11 @@ pub fn write_matrix<T: BlockValue, W: Write>(w: &mut Writer<W>, rows: usize, col
 
 /// Kaldi `SpMatrix<T>::Write` (`PackedMatrix::Write`) of an `n x n` packed lower
 /// triangle.
-pub fn write_packed<T: BlockValue, W: Write>(w: &mut Writer<W>, n: usize, v: &[T]) -> io::Result<()> {
+pub fn write_packed<T: BlockValue, W: Write>(
+    w: &mut Writer<W>,
+    n: usize,
+    v: &[T],
+) -> io::Result<()> {
     debug_assert_eq!(n * (n + 1) / 2, v.len());
     if w.binary() {
         w.write_token(&format!("{}P", T::TYPE_LETTER))?;
@@ -332,7 +377,12 @@ pub fn write_packed<T: BlockValue, W: Write>(w: &mut Writer<W>, n: usize, v: &[T
 }
 
 fn len_i32(n: usize) -> io::Result<i32> {
-    i32::try_from(n).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("size {n} does not fit Kaldi's int32")))
+    i32::try_from(n).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("size {n} does not fit Kaldi's int32"),
+        )
+    })
 }
 
 #[cfg(test)]
@@ -362,42 +412,77 @@ mod tests {
         write_vector::<f32, _>(&mut w, &[]).unwrap();
         write_matrix::<f32, _>(&mut w, 0, 0, &[]).unwrap();
         let s = String::from_utf8(w.into_inner()).unwrap();
-        assert_eq!(s, " [ 1.5 -0 ]\n [\n  1 2 \n  3 4 ]\n[\n1 \n2 3 ]\n [ ]\n [ ]\n");
+        assert_eq!(
+            s,
+            " [ 1.5 -0 ]\n [\n  1 2 \n  3 4 ]\n[\n1 \n2 3 ]\n [ ]\n [ ]\n"
+        );
     }
 
     #[test]
     fn binary_and_text_roundtrips() {
         for binary in [true, false] {
-            let v = roundtrip(binary, |w| write_vector(w, &[0.25f32, -3.0]).unwrap(), read_vector_f32);
+            let v = roundtrip(
+                binary,
+                |w| write_vector(w, &[0.25f32, -3.0]).unwrap(),
+                read_vector_f32,
+            );
             assert_eq!(v, vec![0.25, -3.0]);
-            let m = roundtrip(binary, |w| write_matrix(w, 2, 3, &[1f64, 2., 3., 4., 5., 6.]).unwrap(), read_matrix_f64);
+            let m = roundtrip(
+                binary,
+                |w| write_matrix(w, 2, 3, &[1f64, 2., 3., 4., 5., 6.]).unwrap(),
+                read_matrix_f64,
+            );
             assert_eq!(m, (2, 3, vec![1., 2., 3., 4., 5., 6.]));
-            let p = roundtrip(binary, |w| write_packed(w, 3, &[1f32, 2., 3., 4., 5., 6.]).unwrap(), read_packed_f32);
+            let p = roundtrip(
+                binary,
+                |w| write_packed(w, 3, &[1f32, 2., 3., 4., 5., 6.]).unwrap(),
+                read_packed_f32,
+            );
             assert_eq!(p, (3, vec![1., 2., 3., 4., 5., 6.]));
-            let e = roundtrip(binary, |w| write_matrix::<f32, _>(w, 0, 0, &[]).unwrap(), read_matrix_f32);
+            let e = roundtrip(
+                binary,
+                |w| write_matrix::<f32, _>(w, 0, 0, &[]).unwrap(),
+                read_matrix_f32,
+            );
             assert_eq!(e, (0, 0, vec![]));
         }
     }
 
     #[test]
     fn double_block_read_as_float_and_back() {
-        let v = roundtrip(true, |w| write_vector(w, &[0.1f64]).unwrap(), read_vector_f32);
+        let v = roundtrip(
+            true,
+            |w| write_vector(w, &[0.1f64]).unwrap(),
+            read_vector_f32,
+        );
         assert_eq!(v, vec![0.1f64 as f32]);
     }
 
     #[test]
     fn errors_name_the_position() {
-        let e = read_vector_f32(&mut Reader::new(b"FM \x04\x01\x00\x00\x00", true)).unwrap_err().to_string();
+        let e = read_vector_f32(&mut Reader::new(b"FM \x04\x01\x00\x00\x00", true))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("at byte 0") && e.contains("FV or DV"), "{e}");
-        let e = read_vector_f32(&mut Reader::new(b"FV \x04\x03\x00\x00\x00\x00\x00", true)).unwrap_err().to_string();
+        let e = read_vector_f32(&mut Reader::new(b"FV \x04\x03\x00\x00\x00\x00\x00", true))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("end of data"), "{e}");
-        let e = read_vector_f32(&mut Reader::new(b"FV \x04\xff\xff\xff\xff", true)).unwrap_err().to_string();
+        let e = read_vector_f32(&mut Reader::new(b"FV \x04\xff\xff\xff\xff", true))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("negative vector dimension"), "{e}");
-        let e = read_matrix_f32(&mut Reader::new(b" [\n 1 2\n 3 ]", false)).unwrap_err().to_string();
+        let e = read_matrix_f32(&mut Reader::new(b" [\n 1 2\n 3 ]", false))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("different lengths"), "{e}");
-        let e = read_packed_f32(&mut Reader::new(b"[ 1 2 ]", false)).unwrap_err().to_string();
+        let e = read_packed_f32(&mut Reader::new(b"[ 1 2 ]", false))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("triangular"), "{e}");
-        let e = read_vector_f32(&mut Reader::new(b" [ 1 2", false)).unwrap_err().to_string();
+        let e = read_vector_f32(&mut Reader::new(b" [ 1 2", false))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("no closing"), "{e}");
     }
 }

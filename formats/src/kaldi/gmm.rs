@@ -13,7 +13,9 @@
 use std::io::{self, Write};
 
 use crate::error::{Error, Result};
-use crate::kaldi::blocks::{read_matrix_f32, read_packed_f32, read_vector_f32, write_matrix, write_packed, write_vector};
+use crate::kaldi::blocks::{
+    read_matrix_f32, read_packed_f32, read_vector_f32, write_matrix, write_packed, write_vector,
+};
 use crate::kaldi::io::{Reader, Writer};
 
 /// `log(2π)` as Kaldi's `M_LOG_2PI`.
@@ -22,7 +24,17 @@ const M_LOG_2PI: f64 = 1.8378770664093454835606594728112;
 /// Prefix a format error's message with what was being read.
 pub(crate) fn context(e: Error, what: impl std::fmt::Display) -> Error {
     match e {
-        Error::Format { path, key, pos, msg } => Error::Format { path, key, pos, msg: format!("{what}: {msg}") },
+        Error::Format {
+            path,
+            key,
+            pos,
+            msg,
+        } => Error::Format {
+            path,
+            key,
+            pos,
+            msg: format!("{what}: {msg}"),
+        },
         other => other,
     }
 }
@@ -66,12 +78,16 @@ impl DiagGmm {
                 return Err(r.error_at(at, format!("DiagGMM: expected <WEIGHTS>, found '{tok}'")));
             }
         } else if tok != "<WEIGHTS>" {
-            return Err(r.error_at(at, format!("DiagGMM: expected <WEIGHTS> or <GCONSTS>, found '{tok}'")));
+            return Err(r.error_at(
+                at,
+                format!("DiagGMM: expected <WEIGHTS> or <GCONSTS>, found '{tok}'"),
+            ));
         }
         let weights = read_vector_f32(r).map_err(|e| context(e, "<WEIGHTS>"))?;
         r.expect_token("<MEANS_INVVARS>")?;
         let m_at = r.pos();
-        let (mrows, mcols, means_invvars) = read_matrix_f32(r).map_err(|e| context(e, "<MEANS_INVVARS>"))?;
+        let (mrows, mcols, means_invvars) =
+            read_matrix_f32(r).map_err(|e| context(e, "<MEANS_INVVARS>"))?;
         r.expect_token("<INV_VARS>")?;
         let v_at = r.pos();
         let (vrows, vcols, inv_vars) = read_matrix_f32(r).map_err(|e| context(e, "<INV_VARS>"))?;
@@ -82,7 +98,10 @@ impl DiagGmm {
         }
         let n = weights.len();
         if mrows != n {
-            return Err(r.error_at(m_at, format!("wrong dims: <MEANS_INVVARS> has {mrows} rows but there are {n} weights")));
+            return Err(r.error_at(
+                m_at,
+                format!("wrong dims: <MEANS_INVVARS> has {mrows} rows but there are {n} weights"),
+            ));
         }
         if vrows != n || vcols != mcols {
             return Err(r.error_at(
@@ -90,10 +109,19 @@ impl DiagGmm {
                 format!("wrong dims: <INV_VARS> is {vrows} x {vcols} but <MEANS_INVVARS> is {mrows} x {mcols}"),
             ));
         }
-        let mut gmm = DiagGmm { dim: mcols, gconsts: gconsts.clone().unwrap_or_default(), weights, means_invvars, inv_vars };
+        let mut gmm = DiagGmm {
+            dim: mcols,
+            gconsts: gconsts.clone().unwrap_or_default(),
+            weights,
+            means_invvars,
+            inv_vars,
+        };
         match gconsts {
             Some(g) if g.len() != n => {
-                return Err(r.error_at(start, format!("wrong dims: {} gconsts but {n} weights", g.len())));
+                return Err(r.error_at(
+                    start,
+                    format!("wrong dims: {} gconsts but {n} weights", g.len()),
+                ));
             }
             Some(_) => {}
             None => {
@@ -141,11 +169,14 @@ impl DiagGmm {
             let iv = &self.inv_vars[mix * dim..(mix + 1) * dim];
             let mi = &self.means_invvars[mix * dim..(mix + 1) * dim];
             for d in 0..dim {
-                let term = 0.5 * (iv[d].ln() as f64) - 0.5 * (mi[d] as f64) * (mi[d] as f64) / (iv[d] as f64);
+                let term = 0.5 * (iv[d].ln() as f64)
+                    - 0.5 * (mi[d] as f64) * (mi[d] as f64) / (iv[d] as f64);
                 gc = (gc as f64 + term) as f32;
             }
             if gc.is_nan() {
-                return Err(format!("at component {mix}, not a number in gconst computation"));
+                return Err(format!(
+                    "at component {mix}, not a number in gconst computation"
+                ));
             }
             if gc.is_infinite() {
                 num_bad += 1;
@@ -211,26 +242,37 @@ impl FullGmm {
             });
         }
         if tok != "<GCONSTS>" {
-            return Err(r.error_at(at, format!("FullGMM: expected <GCONSTS> or <WEIGHTS>, found '{tok}'")));
+            return Err(r.error_at(
+                at,
+                format!("FullGMM: expected <GCONSTS> or <WEIGHTS>, found '{tok}'"),
+            ));
         }
         let gconsts = read_vector_f32(r).map_err(|e| context(e, "<GCONSTS>"))?;
         r.expect_token("<WEIGHTS>")?;
         let weights = read_vector_f32(r).map_err(|e| context(e, "<WEIGHTS>"))?;
         r.expect_token("<MEANS_INVCOVARS>")?;
         let m_at = r.pos();
-        let (mrows, dim, means_invcovars) = read_matrix_f32(r).map_err(|e| context(e, "<MEANS_INVCOVARS>"))?;
+        let (mrows, dim, means_invcovars) =
+            read_matrix_f32(r).map_err(|e| context(e, "<MEANS_INVCOVARS>"))?;
         r.expect_token("<INV_COVARS>")?;
         let n = weights.len();
         if gconsts.len() != n {
-            return Err(r.error_at(start, format!("wrong dims: {} gconsts but {n} weights", gconsts.len())));
+            return Err(r.error_at(
+                start,
+                format!("wrong dims: {} gconsts but {n} weights", gconsts.len()),
+            ));
         }
         if mrows != n {
-            return Err(r.error_at(m_at, format!("wrong dims: <MEANS_INVCOVARS> has {mrows} rows but there are {n} weights")));
+            return Err(r.error_at(
+                m_at,
+                format!("wrong dims: <MEANS_INVCOVARS> has {mrows} rows but there are {n} weights"),
+            ));
         }
         let mut inv_covars = Vec::with_capacity(n * dim * (dim + 1) / 2);
         for i in 0..n {
             let at = r.pos();
-            let (size, p) = read_packed_f32(r).map_err(|e| context(e, format!("<INV_COVARS> of component {i}")))?;
+            let (size, p) = read_packed_f32(r)
+                .map_err(|e| context(e, format!("<INV_COVARS> of component {i}")))?;
             if size != dim {
                 return Err(r.error_at(at, format!("wrong dims: inverse covariance {i} is {size} x {size}, the means have dimension {dim}")));
             }
@@ -241,7 +283,13 @@ impl FullGmm {
         if tok != "</FullGMM>" && tok != "<FullGMMEnd>" {
             return Err(r.error_at(at, format!("expected </FullGMM>, found '{tok}'")));
         }
-        Ok(FullGmm { dim, gconsts, weights, means_invcovars, inv_covars })
+        Ok(FullGmm {
+            dim,
+            gconsts,
+            weights,
+            means_invcovars,
+            inv_covars,
+        })
     }
 
     /// Kaldi `FullGmm::Write`.
@@ -316,11 +364,20 @@ impl AmDiagGmm {
             let at = r.pos();
             let gmm = DiagGmm::read(r).map_err(|e| context(e, format!("pdf {i} of {num_pdfs}")))?;
             if gmm.dim != dim as usize {
-                return Err(r.error_at(at, format!("wrong dims: pdf {i} has dimension {}, <DIMENSION> is {dim}", gmm.dim)));
+                return Err(r.error_at(
+                    at,
+                    format!(
+                        "wrong dims: pdf {i} has dimension {}, <DIMENSION> is {dim}",
+                        gmm.dim
+                    ),
+                ));
             }
             pdfs.push(gmm);
         }
-        Ok(AmDiagGmm { dim: dim as usize, pdfs })
+        Ok(AmDiagGmm {
+            dim: dim as usize,
+            pdfs,
+        })
     }
 
     /// Kaldi `AmDiagGmm::Write`.
@@ -363,7 +420,11 @@ mod tests {
                 let mu = g.means_invvars[m * 2 + d] as f64 / iv;
                 want -= 0.5 * ((1.0 / iv).ln() + mu * mu * iv);
             }
-            assert!((g.gconsts[m] as f64 - want).abs() < 1e-5, "{} vs {want}", g.gconsts[m]);
+            assert!(
+                (g.gconsts[m] as f64 - want).abs() < 1e-5,
+                "{} vs {want}",
+                g.gconsts[m]
+            );
         }
     }
 
@@ -384,7 +445,9 @@ mod tests {
         let text = String::from_utf8(buf.clone()).unwrap();
         let start = text.find("<GCONSTS>").unwrap();
         let end = text.find("<WEIGHTS>").unwrap();
-        let old = format!("{}{}", &text[..start], &text[end..]).replace("<DiagGMM>", "<DiagGMMBegin>").replace("</DiagGMM>", "<DiagGMMEnd>");
+        let old = format!("{}{}", &text[..start], &text[end..])
+            .replace("<DiagGMM>", "<DiagGMMBegin>")
+            .replace("</DiagGMM>", "<DiagGMMEnd>");
         let back = DiagGmm::from_bytes(old.as_bytes()).unwrap();
         assert_eq!(back.gconsts.len(), 2);
         buf.truncate(buf.len() - 5);

@@ -13,7 +13,11 @@ use crate::kaldi::transition::TransitionModel;
 
 /// Read one object from a whole file's bytes: the binary marker decides the
 /// mode. Like Kaldi, data after the object is ignored.
-pub(crate) fn read_single<T>(buf: &[u8], what: &str, read: impl FnOnce(&mut Reader<'_>) -> Result<T>) -> Result<T> {
+pub(crate) fn read_single<T>(
+    buf: &[u8],
+    what: &str,
+    read: impl FnOnce(&mut Reader<'_>) -> Result<T>,
+) -> Result<T> {
     let (binary, hdr) = read_binary_header(buf)?;
     let mut r = Reader::with_base(&buf[hdr..], binary, hdr as u64);
     read(&mut r).map_err(|e| {
@@ -35,7 +39,10 @@ fn kind_hint(buf: &[u8]) -> Option<String> {
 }
 
 /// The bytes of one object as Kaldi writes it to a file (marker included).
-pub(crate) fn write_single(binary: bool, write: impl FnOnce(&mut Writer<Vec<u8>>) -> io::Result<()>) -> Vec<u8> {
+pub(crate) fn write_single(
+    binary: bool,
+    write: impl FnOnce(&mut Writer<Vec<u8>>) -> io::Result<()>,
+) -> Vec<u8> {
     let mut w = Writer::new(Vec::new(), binary);
     // Writing to a Vec only fails for invalid tokens, which the objects never
     // write; an error would leave the output short, so it is surfaced by the
@@ -67,11 +74,16 @@ impl KaldiModel {
                 return Err(r.error_at(at, format!("this file holds an nnet model ({tok} after the TransitionModel), not a GMM model")));
             }
         }
-        let am = AmDiagGmm::read(r).map_err(|e| context(e, "AmDiagGmm after the TransitionModel"))?;
+        let am =
+            AmDiagGmm::read(r).map_err(|e| context(e, "AmDiagGmm after the TransitionModel"))?;
         if am.num_pdfs() != trans.num_pdfs() {
             return Err(r.error_at(
                 at,
-                format!("wrong dims: the AmDiagGmm has {} pdfs, the TransitionModel uses {}", am.num_pdfs(), trans.num_pdfs()),
+                format!(
+                    "wrong dims: the AmDiagGmm has {} pdfs, the TransitionModel uses {}",
+                    am.num_pdfs(),
+                    trans.num_pdfs()
+                ),
             ));
         }
         Ok(KaldiModel { trans, am })
@@ -84,7 +96,11 @@ impl KaldiModel {
 
     /// Read a whole model file.
     pub fn from_bytes(buf: &[u8]) -> Result<Self> {
-        read_single(buf, "GMM model (TransitionModel + AmDiagGmm)", KaldiModel::read)
+        read_single(
+            buf,
+            "GMM model (TransitionModel + AmDiagGmm)",
+            KaldiModel::read,
+        )
     }
 
     /// The whole model file as `gmm-copy --binary=...` writes it.
@@ -126,7 +142,9 @@ pub enum ObjectKind {
 impl ObjectKind {
     /// Look at the start of a file.
     pub fn detect(buf: &[u8]) -> ObjectKind {
-        let Ok((binary, hdr)) = read_binary_header(buf) else { return ObjectKind::Unknown };
+        let Ok((binary, hdr)) = read_binary_header(buf) else {
+            return ObjectKind::Unknown;
+        };
         let mut r = Reader::new(&buf[hdr..], binary);
         if !binary && r.peek() == Some(b'[') {
             // A text vector or matrix; a vector followed by <NUMPDFS> is an acc file.
@@ -135,7 +153,10 @@ impl ObjectKind {
                 _ => {
                     let mut r = Reader::new(&buf[hdr..], false);
                     r.skip_ws();
-                    if buf[hdr..].get(r.pos() + 1..r.pos() + 3).is_some_and(|s| s.starts_with(b"\n") || s.starts_with(b"\r")) {
+                    if buf[hdr..]
+                        .get(r.pos() + 1..r.pos() + 3)
+                        .is_some_and(|s| s.starts_with(b"\n") || s.starts_with(b"\r"))
+                    {
                         ObjectKind::Matrix
                     } else {
                         ObjectKind::Vector
@@ -143,7 +164,9 @@ impl ObjectKind {
                 }
             };
         }
-        let Ok(tok) = r.peek_token() else { return ObjectKind::Unknown };
+        let Ok(tok) = r.peek_token() else {
+            return ObjectKind::Unknown;
+        };
         match tok {
             "<TransitionModel>" => ObjectKind::Model,
             "<DiagGMM>" | "<DiagGMMBegin>" => ObjectKind::DiagGmm,
@@ -167,11 +190,21 @@ impl ObjectKind {
                 }
             }
             "FM" | "DM" | "CM" | "CM2" | "CM3" => ObjectKind::Matrix,
-            "ContextDependency" => ObjectKind::Other("this file holds a ContextDependency tree, not a GMM model"),
-            "<Questions>" => ObjectKind::Other("this file holds tree-building Questions, not a GMM model"),
-            "<Nnet>" | "<Nnet3>" | "<AmNnet>" | "<NnetProto>" => ObjectKind::Other("this file holds an nnet model, not a GMM model"),
-            t if t.starts_with("<Nnet") => ObjectKind::Other("this file holds an nnet model, not a GMM model"),
-            "<SGMM>" | "<AmSgmm>" | "<AmSgmm2>" => ObjectKind::Other("this file holds an SGMM, not a GMM model"),
+            "ContextDependency" => {
+                ObjectKind::Other("this file holds a ContextDependency tree, not a GMM model")
+            }
+            "<Questions>" => {
+                ObjectKind::Other("this file holds tree-building Questions, not a GMM model")
+            }
+            "<Nnet>" | "<Nnet3>" | "<AmNnet>" | "<NnetProto>" => {
+                ObjectKind::Other("this file holds an nnet model, not a GMM model")
+            }
+            t if t.starts_with("<Nnet") => {
+                ObjectKind::Other("this file holds an nnet model, not a GMM model")
+            }
+            "<SGMM>" | "<AmSgmm>" | "<AmSgmm2>" => {
+                ObjectKind::Other("this file holds an SGMM, not a GMM model")
+            }
             _ => ObjectKind::Unknown,
         }
     }
@@ -180,10 +213,17 @@ impl ObjectKind {
     pub fn mismatch_error(self, path: &str, wanted: &str) -> Error {
         let msg = match self {
             ObjectKind::Other(s) => format!("{s}; expected {wanted}"),
-            ObjectKind::Unknown => format!("not a Kaldi object amtool recognises; expected {wanted}"),
+            ObjectKind::Unknown => {
+                format!("not a Kaldi object amtool recognises; expected {wanted}")
+            }
             k => format!("this file holds {}, not {wanted}", k.describe()),
         };
-        Error::Format { path: path.to_string(), key: None, pos: Pos::Byte(0), msg }
+        Error::Format {
+            path: path.to_string(),
+            key: None,
+            pos: Pos::Byte(0),
+            msg,
+        }
     }
 
     /// A short description for messages.

@@ -47,20 +47,31 @@ impl Topology {
     /// The HMM of `phone`, if covered.
     pub fn entry_for_phone(&self, phone: i32) -> Option<&[HmmState]> {
         let idx = *self.phone2idx.get(usize::try_from(phone).ok()?)?;
-        self.entries.get(usize::try_from(idx).ok()?).map(|e| e.as_slice())
+        self.entries
+            .get(usize::try_from(idx).ok()?)
+            .map(|e| e.as_slice())
     }
 
     /// Kaldi `NumPdfClasses`: one more than the largest pdf class of the phone.
     pub fn num_pdf_classes(&self, phone: i32) -> Option<i32> {
         let e = self.entry_for_phone(phone)?;
-        Some(e.iter().map(|s| s.forward_pdf_class.max(s.self_loop_pdf_class)).max().unwrap_or(0).max(0) + 1)
+        Some(
+            e.iter()
+                .map(|s| s.forward_pdf_class.max(s.self_loop_pdf_class))
+                .max()
+                .unwrap_or(0)
+                .max(0)
+                + 1,
+        )
     }
 
     /// Kaldi `IsHmm`: every state's forward and self-loop pdf classes agree.
     pub fn is_hmm(&self) -> bool {
         self.phones.iter().all(|&p| {
-            self.entry_for_phone(p)
-                .is_none_or(|e| e.iter().all(|s| s.forward_pdf_class == s.self_loop_pdf_class))
+            self.entry_for_phone(p).is_none_or(|e| {
+                e.iter()
+                    .all(|s| s.forward_pdf_class == s.self_loop_pdf_class)
+            })
         })
     }
 
@@ -69,14 +80,23 @@ impl Topology {
     pub fn read(r: &mut Reader<'_>) -> Result<Self> {
         let start = r.pos();
         r.expect_token("<Topology>")?;
-        let topo = if r.binary() { Self::read_binary(r)? } else { Self::read_text(r)? };
-        topo.check().map_err(|m| r.error_at(start, format!("invalid topology: {m}")))?;
+        let topo = if r.binary() {
+            Self::read_binary(r)?
+        } else {
+            Self::read_text(r)?
+        };
+        topo.check()
+            .map_err(|m| r.error_at(start, format!("invalid topology: {m}")))?;
         Ok(topo)
     }
 
     fn read_binary(r: &mut Reader<'_>) -> Result<Self> {
-        let phones = r.read_int_vector::<i32>().map_err(|e| context(e, "topology phone list"))?;
-        let phone2idx = r.read_int_vector::<i32>().map_err(|e| context(e, "topology phone-to-entry map"))?;
+        let phones = r
+            .read_int_vector::<i32>()
+            .map_err(|e| context(e, "topology phone list"))?;
+        let phone2idx = r
+            .read_int_vector::<i32>()
+            .map_err(|e| context(e, "topology phone-to-entry map"))?;
         let mut at = r.pos();
         let mut n = r.read_i32()?;
         // -1 announces the extended form with a self-loop pdf class per state.
@@ -98,7 +118,11 @@ impl Topology {
             let mut states = Vec::new();
             for _ in 0..ns {
                 let forward_pdf_class = r.read_i32()?;
-                let self_loop_pdf_class = if is_hmm { forward_pdf_class } else { r.read_i32()? };
+                let self_loop_pdf_class = if is_hmm {
+                    forward_pdf_class
+                } else {
+                    r.read_i32()?
+                };
                 let at = r.pos();
                 let nt = r.read_i32()?;
                 if nt < 0 {
@@ -110,12 +134,20 @@ impl Topology {
                     let p = r.read_f32()?;
                     transitions.push((dst, p));
                 }
-                states.push(HmmState { forward_pdf_class, self_loop_pdf_class, transitions });
+                states.push(HmmState {
+                    forward_pdf_class,
+                    self_loop_pdf_class,
+                    transitions,
+                });
             }
             entries.push(states);
         }
         r.expect_token("</Topology>")?;
-        Ok(Topology { phones, phone2idx, entries })
+        Ok(Topology {
+            phones,
+            phone2idx,
+            entries,
+        })
     }
 
     fn read_text(r: &mut Reader<'_>) -> Result<Self> {
@@ -129,7 +161,10 @@ impl Topology {
                 break;
             }
             if tok != "<TopologyEntry>" {
-                return Err(r.error_at(at, format!("expected </Topology> or <TopologyEntry>, found '{tok}'")));
+                return Err(r.error_at(
+                    at,
+                    format!("expected </Topology> or <TopologyEntry>, found '{tok}'"),
+                ));
             }
             r.expect_token("<ForPhones>")?;
             let mut entry_phones = Vec::new();
@@ -141,7 +176,12 @@ impl Topology {
                 }
                 match w.parse::<i32>() {
                     Ok(p) if p > 0 => entry_phones.push((p, at)),
-                    _ => return Err(r.error_at(at, format!("expected a phone id (positive integer) or </ForPhones>, found '{w}'"))),
+                    _ => return Err(r.error_at(
+                        at,
+                        format!(
+                            "expected a phone id (positive integer) or </ForPhones>, found '{w}'"
+                        ),
+                    )),
                 }
             }
             let mut states: Vec<HmmState> = Vec::new();
@@ -150,12 +190,21 @@ impl Topology {
             let _ = at;
             while tok != "</TopologyEntry>" {
                 if tok != "<State>" {
-                    return Err(r.error_at(r.pos(), format!("expected </TopologyEntry> or <State>, found '{tok}'")));
+                    return Err(r.error_at(
+                        r.pos(),
+                        format!("expected </TopologyEntry> or <State>, found '{tok}'"),
+                    ));
                 }
                 let at = r.pos();
                 let s = r.read_i32()?;
                 if s != states.len() as i32 {
-                    return Err(r.error_at(at, format!("states must be numbered in order from zero: expected {}, found {s}", states.len())));
+                    return Err(r.error_at(
+                        at,
+                        format!(
+                            "states must be numbered in order from zero: expected {}, found {s}",
+                            states.len()
+                        ),
+                    ));
                 }
                 let at = r.pos();
                 tok = r.read_token()?;
@@ -183,12 +232,22 @@ impl Topology {
                     tok = r.read_token()?;
                 }
                 if tok == "<Final>" {
-                    return Err(r.error_at(r.pos(), "old-format topology (<Final>) is not supported by Kaldi either"));
+                    return Err(r.error_at(
+                        r.pos(),
+                        "old-format topology (<Final>) is not supported by Kaldi either",
+                    ));
                 }
                 if tok != "</State>" {
-                    return Err(r.error_at(r.pos(), format!("expected <Transition> or </State>, found '{tok}'")));
+                    return Err(r.error_at(
+                        r.pos(),
+                        format!("expected <Transition> or </State>, found '{tok}'"),
+                    ));
                 }
-                states.push(HmmState { forward_pdf_class: fwd, self_loop_pdf_class: sl, transitions });
+                states.push(HmmState {
+                    forward_pdf_class: fwd,
+                    self_loop_pdf_class: sl,
+                    transitions,
+                });
                 tok = r.read_token()?;
             }
             let my_index = entries.len() as i32;
@@ -199,14 +258,21 @@ impl Topology {
                     phone2idx.resize(pi + 1, -1);
                 }
                 if phone2idx[pi] != -1 {
-                    return Err(r.error_at(at, format!("phone {p} appears in more than one topology entry")));
+                    return Err(r.error_at(
+                        at,
+                        format!("phone {p} appears in more than one topology entry"),
+                    ));
                 }
                 phone2idx[pi] = my_index;
                 phones.push(p);
             }
         }
         phones.sort_unstable();
-        Ok(Topology { phones, phone2idx, entries })
+        Ok(Topology {
+            phones,
+            phone2idx,
+            entries,
+        })
     }
 
     /// Kaldi `HmmTopology::Check`, returning the problem instead of aborting.
@@ -219,8 +285,15 @@ impl Topology {
         }
         let mut seen = vec![false; self.entries.len()];
         for &p in &self.phones {
-            let idx = usize::try_from(p).ok().and_then(|p| self.phone2idx.get(p)).copied().unwrap_or(-1);
-            match usize::try_from(idx).ok().filter(|&i| i < self.entries.len()) {
+            let idx = usize::try_from(p)
+                .ok()
+                .and_then(|p| self.phone2idx.get(p))
+                .copied()
+                .unwrap_or(-1);
+            match usize::try_from(idx)
+                .ok()
+                .filter(|&i| i < self.entries.len())
+            {
                 Some(i) => seen[i] = true,
                 None => return Err(format!("phone {p} has no valid topology entry")),
             }
@@ -235,7 +308,9 @@ impl Topology {
             }
             let last = &e[n - 1];
             if !last.transitions.is_empty() || last.forward_pdf_class != NO_PDF {
-                return Err(format!("entry {i}: the last state must be final: non-emitting, no transitions"));
+                return Err(format!(
+                    "entry {i}: the last state must be final: non-emitting, no transitions"
+                ));
             }
             let mut has_in = vec![false; n];
             let mut classes = Vec::new();
@@ -249,22 +324,30 @@ impl Topology {
                 for &(dst, p) in &s.transitions {
                     tot += p;
                     if p <= 0.0 {
-                        return Err(format!("entry {i} state {j}: transition probability {p} is not positive"));
+                        return Err(format!(
+                            "entry {i} state {j}: transition probability {p} is not positive"
+                        ));
                     }
                     if dst < 0 || dst as usize >= n {
-                        return Err(format!("entry {i} state {j}: invalid destination state {dst}"));
+                        return Err(format!(
+                            "entry {i} state {j}: invalid destination state {dst}"
+                        ));
                     }
                     if dst as usize == n - 1 && s.forward_pdf_class == NO_PDF {
                         return Err(format!("entry {i} state {j}: a non-emitting state may not go to the final state"));
                     }
                     if dsts.contains(&dst) {
-                        return Err(format!("entry {i} state {j}: duplicate transition to {dst}"));
+                        return Err(format!(
+                            "entry {i} state {j}: duplicate transition to {dst}"
+                        ));
                     }
                     dsts.push(dst);
                     has_in[dst as usize] = true;
                 }
                 if j + 1 < n && tot <= 0.0 {
-                    return Err(format!("entry {i} state {j}: a non-final state needs transitions out"));
+                    return Err(format!(
+                        "entry {i} state {j}: a non-final state needs transitions out"
+                    ));
                 }
             }
             if let Some(j) = (1..n).find(|&j| !has_in[j]) {
@@ -273,7 +356,9 @@ impl Topology {
             classes.sort_unstable();
             classes.dedup();
             if classes.first() != Some(&0) || classes.last() != Some(&(classes.len() as i32 - 1)) {
-                return Err(format!("entry {i}: pdf classes must be contiguous from zero"));
+                return Err(format!(
+                    "entry {i}: pdf classes must be contiguous from zero"
+                ));
             }
         }
         Ok(())
@@ -391,8 +476,20 @@ impl TransitionModel {
     /// Build from parts, computing the derived tables (Kaldi `ComputeDerived`)
     /// and checking them (Kaldi `Check`). `log_probs` has one entry per
     /// transition-id plus the unused entry 0.
-    pub fn new(topo: Topology, tuples: Vec<Tuple>, log_probs: Vec<f32>) -> std::result::Result<Self, String> {
-        let mut tm = TransitionModel { topo, tuples, log_probs, state2id: vec![], id2state: vec![], id2pdf: vec![], num_pdfs: 0 };
+    pub fn new(
+        topo: Topology,
+        tuples: Vec<Tuple>,
+        log_probs: Vec<f32>,
+    ) -> std::result::Result<Self, String> {
+        let mut tm = TransitionModel {
+            topo,
+            tuples,
+            log_probs,
+            state2id: vec![],
+            id2state: vec![],
+            id2pdf: vec![],
+            num_pdfs: 0,
+        };
         tm.compute_derived()?;
         let want = tm.id2state.len();
         if tm.log_probs.len() != want {
@@ -405,7 +502,9 @@ impl TransitionModel {
         for tid in 1..want {
             let lp = tm.log_probs[tid];
             if !(lp <= 0.0) || !lp.is_finite() {
-                return Err(format!("log-probability of transition-id {tid} is {lp}; it must be finite and <= 0"));
+                return Err(format!(
+                    "log-probability of transition-id {tid} is {lp}; it must be finite and <= 0"
+                ));
             }
         }
         Ok(tm)
@@ -420,7 +519,10 @@ impl TransitionModel {
             self.state2id[tstate] = cur;
             if tstate <= n {
                 let t = self.tuples[tstate - 1];
-                self.num_pdfs = self.num_pdfs.max(1 + t.forward_pdf).max(1 + t.self_loop_pdf);
+                self.num_pdfs = self
+                    .num_pdfs
+                    .max(1 + t.forward_pdf)
+                    .max(1 + t.self_loop_pdf);
                 let state = self.hmm_state_of(&t).ok_or_else(|| {
                     format!(
                         "transition-state {tstate} (phone {}, HMM state {}) is not in the topology",
@@ -440,14 +542,20 @@ impl TransitionModel {
             for tid in self.state2id[tstate]..self.state2id[tstate + 1] {
                 self.id2state[tid as usize] = tstate as i32;
                 let t = self.tuples[tstate - 1];
-                self.id2pdf[tid as usize] = if self.is_self_loop(tid) { t.self_loop_pdf } else { t.forward_pdf };
+                self.id2pdf[tid as usize] = if self.is_self_loop(tid) {
+                    t.self_loop_pdf
+                } else {
+                    t.forward_pdf
+                };
             }
         }
         Ok(())
     }
 
     fn hmm_state_of(&self, t: &Tuple) -> Option<&HmmState> {
-        self.topo.entry_for_phone(t.phone)?.get(usize::try_from(t.hmm_state).ok()?)
+        self.topo
+            .entry_for_phone(t.phone)?
+            .get(usize::try_from(t.hmm_state).ok()?)
     }
 
     pub fn topology(&self) -> &Topology {
@@ -486,7 +594,8 @@ impl TransitionModel {
 
     /// Kaldi `TransitionIdToPdf` (None for an id out of range).
     pub fn transition_id_to_pdf(&self, tid: i32) -> Option<i32> {
-        self.is_valid_transition_id(tid).then(|| self.id2pdf[tid as usize])
+        self.is_valid_transition_id(tid)
+            .then(|| self.id2pdf[tid as usize])
     }
 
     /// The whole transition-id → pdf table (entry 0 unused), for fast lookups.
@@ -500,7 +609,8 @@ impl TransitionModel {
     }
 
     pub fn transition_id_to_transition_state(&self, tid: i32) -> Option<i32> {
-        self.is_valid_transition_id(tid).then(|| self.id2state[tid as usize])
+        self.is_valid_transition_id(tid)
+            .then(|| self.id2state[tid as usize])
     }
 
     pub fn transition_id_to_transition_index(&self, tid: i32) -> Option<i32> {
@@ -510,7 +620,9 @@ impl TransitionModel {
 
     /// Number of transitions out of a transition-state.
     pub fn num_transition_indices(&self, tstate: i32) -> Option<i32> {
-        let s = usize::try_from(tstate).ok().filter(|&s| s >= 1 && s <= self.tuples.len())?;
+        let s = usize::try_from(tstate)
+            .ok()
+            .filter(|&s| s >= 1 && s <= self.tuples.len())?;
         Some(self.state2id[s + 1] - self.state2id[s])
     }
 
@@ -531,11 +643,17 @@ impl TransitionModel {
     }
 
     pub fn transition_id_to_phone(&self, tid: i32) -> Option<i32> {
-        Some(self.transition_state_to_tuple(self.transition_id_to_transition_state(tid)?)?.phone)
+        Some(
+            self.transition_state_to_tuple(self.transition_id_to_transition_state(tid)?)?
+                .phone,
+        )
     }
 
     pub fn transition_id_to_hmm_state(&self, tid: i32) -> Option<i32> {
-        Some(self.transition_state_to_tuple(self.transition_id_to_transition_state(tid)?)?.hmm_state)
+        Some(
+            self.transition_state_to_tuple(self.transition_id_to_transition_state(tid)?)?
+                .hmm_state,
+        )
     }
 
     /// The (destination state, probability) of the topology behind a transition-id.
@@ -544,24 +662,34 @@ impl TransitionModel {
         let index = tid - self.state2id[s as usize];
         let t = self.tuples.get(s as usize - 1)?;
         let entry = self.topo.entry_for_phone(t.phone)?;
-        let dst = entry.get(t.hmm_state as usize)?.transitions.get(index as usize)?.0;
+        let dst = entry
+            .get(t.hmm_state as usize)?
+            .transitions
+            .get(index as usize)?
+            .0;
         Some((dst, t, entry))
     }
 
     /// Kaldi `IsSelfLoop`.
     pub fn is_self_loop(&self, tid: i32) -> bool {
-        self.topo_transition(tid).is_some_and(|(dst, t, _)| dst == t.hmm_state)
+        self.topo_transition(tid)
+            .is_some_and(|(dst, t, _)| dst == t.hmm_state)
     }
 
     /// Kaldi `IsFinal`: the transition enters the final state of the phone's HMM.
     pub fn is_final(&self, tid: i32) -> bool {
-        self.topo_transition(tid).is_some_and(|(dst, _, e)| dst as usize + 1 == e.len())
+        self.topo_transition(tid)
+            .is_some_and(|(dst, _, e)| dst as usize + 1 == e.len())
     }
 
     /// Kaldi `SelfLoopOf`: the self-loop transition-id of a transition-state, or 0.
     pub fn self_loop_of(&self, tstate: i32) -> i32 {
-        let Some(t) = self.transition_state_to_tuple(tstate) else { return 0 };
-        let Some(state) = self.hmm_state_of(&t) else { return 0 };
+        let Some(t) = self.transition_state_to_tuple(tstate) else {
+            return 0;
+        };
+        let Some(state) = self.hmm_state_of(&t) else {
+            return 0;
+        };
         state
             .transitions
             .iter()
@@ -579,7 +707,12 @@ impl TransitionModel {
         let four = match form {
             "<Tuples>" => true,
             "<Triples>" => false,
-            other => return Err(r.error_at(at, format!("expected <Triples> or <Tuples>, found '{other}'"))),
+            other => {
+                return Err(r.error_at(
+                    at,
+                    format!("expected <Triples> or <Tuples>, found '{other}'"),
+                ))
+            }
         };
         let at = r.pos();
         let n = r.read_i32()?;
@@ -593,23 +726,42 @@ impl TransitionModel {
             let hmm_state = r.read_i32()?;
             let forward_pdf = r.read_i32()?;
             let self_loop_pdf = if four { r.read_i32()? } else { forward_pdf };
-            tuples.push(Tuple { phone, hmm_state, forward_pdf, self_loop_pdf });
+            tuples.push(Tuple {
+                phone,
+                hmm_state,
+                forward_pdf,
+                self_loop_pdf,
+            });
         }
         let at = r.pos();
         let end = r.read_token()?;
         if end != "</Triples>" && end != "</Tuples>" {
-            return Err(r.error_at(at, format!("expected </Triples> or </Tuples>, found '{end}'")));
+            return Err(r.error_at(
+                at,
+                format!("expected </Triples> or </Tuples>, found '{end}'"),
+            ));
         }
         if tuples.windows(2).any(|w| w[0] >= w[1]) {
-            return Err(r.error_at(tuples_at, format!("{form} are not sorted and unique, as Kaldi writes them")));
+            return Err(r.error_at(
+                tuples_at,
+                format!("{form} are not sorted and unique, as Kaldi writes them"),
+            ));
         }
         r.expect_token("<LogProbs>")?;
         let lp_at = r.pos();
         let log_probs = read_vector_f32(r).map_err(|e| context(e, "<LogProbs>"))?;
         r.expect_token("</LogProbs>")?;
         r.expect_token("</TransitionModel>")?;
-        TransitionModel::new(topo, tuples, log_probs)
-            .map_err(|m| r.error_at(if m.starts_with("wrong dims") { lp_at } else { start }, format!("TransitionModel: {m}")))
+        TransitionModel::new(topo, tuples, log_probs).map_err(|m| {
+            r.error_at(
+                if m.starts_with("wrong dims") {
+                    lp_at
+                } else {
+                    start
+                },
+                format!("TransitionModel: {m}"),
+            )
+        })
     }
 
     /// Kaldi `TransitionModel::Write`.
@@ -648,7 +800,11 @@ mod tests {
 
     /// A 3-state left-to-right topology for phones 1 and 2.
     pub(crate) fn tiny_topo() -> Topology {
-        let st = |c: i32, t: Vec<(i32, f32)>| HmmState { forward_pdf_class: c, self_loop_pdf_class: c, transitions: t };
+        let st = |c: i32, t: Vec<(i32, f32)>| HmmState {
+            forward_pdf_class: c,
+            self_loop_pdf_class: c,
+            transitions: t,
+        };
         Topology {
             phones: vec![1, 2],
             phone2idx: vec![-1, 0, 0],
@@ -664,10 +820,30 @@ mod tests {
     fn derived_tables_follow_kaldi() {
         let topo = tiny_topo();
         let tuples = vec![
-            Tuple { phone: 1, hmm_state: 0, forward_pdf: 0, self_loop_pdf: 0 },
-            Tuple { phone: 1, hmm_state: 1, forward_pdf: 1, self_loop_pdf: 1 },
-            Tuple { phone: 2, hmm_state: 0, forward_pdf: 2, self_loop_pdf: 2 },
-            Tuple { phone: 2, hmm_state: 1, forward_pdf: 1, self_loop_pdf: 1 },
+            Tuple {
+                phone: 1,
+                hmm_state: 0,
+                forward_pdf: 0,
+                self_loop_pdf: 0,
+            },
+            Tuple {
+                phone: 1,
+                hmm_state: 1,
+                forward_pdf: 1,
+                self_loop_pdf: 1,
+            },
+            Tuple {
+                phone: 2,
+                hmm_state: 0,
+                forward_pdf: 2,
+                self_loop_pdf: 2,
+            },
+            Tuple {
+                phone: 2,
+                hmm_state: 1,
+                forward_pdf: 1,
+                self_loop_pdf: 1,
+            },
         ];
         let lp = vec![0.0, -0.1, -2.0, -0.1, -2.0, -0.1, -2.0, -0.1, -2.0];
         let tm = TransitionModel::new(topo, tuples, lp).unwrap();
@@ -688,11 +864,27 @@ mod tests {
 
     #[test]
     fn inconsistent_parts_are_errors() {
-        let t = vec![Tuple { phone: 3, hmm_state: 0, forward_pdf: 0, self_loop_pdf: 0 }];
-        assert!(TransitionModel::new(tiny_topo(), t, vec![0.0, -1.0]).unwrap_err().contains("not in the topology"));
-        let t = vec![Tuple { phone: 1, hmm_state: 0, forward_pdf: 0, self_loop_pdf: 0 }];
-        assert!(TransitionModel::new(tiny_topo(), t.clone(), vec![0.0]).unwrap_err().contains("wrong dims"));
-        assert!(TransitionModel::new(tiny_topo(), t, vec![0.0, 0.5, -1.0]).unwrap_err().contains("must be finite and <= 0"));
+        let t = vec![Tuple {
+            phone: 3,
+            hmm_state: 0,
+            forward_pdf: 0,
+            self_loop_pdf: 0,
+        }];
+        assert!(TransitionModel::new(tiny_topo(), t, vec![0.0, -1.0])
+            .unwrap_err()
+            .contains("not in the topology"));
+        let t = vec![Tuple {
+            phone: 1,
+            hmm_state: 0,
+            forward_pdf: 0,
+            self_loop_pdf: 0,
+        }];
+        assert!(TransitionModel::new(tiny_topo(), t.clone(), vec![0.0])
+            .unwrap_err()
+            .contains("wrong dims"));
+        assert!(TransitionModel::new(tiny_topo(), t, vec![0.0, 0.5, -1.0])
+            .unwrap_err()
+            .contains("must be finite and <= 0"));
         let mut topo = tiny_topo();
         topo.entries[0][2].forward_pdf_class = 2;
         assert!(topo.check().unwrap_err().contains("last state"));
