@@ -2,8 +2,10 @@
 //! script files, read and written as HTK 3.4.1 does.
 
 pub mod cfmt;
+pub mod mmf;
 pub mod param;
 pub mod parmkind;
+pub mod strings;
 
 use std::io::Write;
 use std::path::Path;
