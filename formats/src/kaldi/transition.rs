@@ -176,12 +176,14 @@ impl Topology {
                 }
                 match w.parse::<i32>() {
                     Ok(p) if p > 0 => entry_phones.push((p, at)),
-                    _ => return Err(r.error_at(
-                        at,
-                        format!(
+                    _ => {
+                        return Err(r.error_at(
+                            at,
+                            format!(
                             "expected a phone id (positive integer) or </ForPhones>, found '{w}'"
                         ),
-                    )),
+                        ))
+                    }
                 }
             }
             let mut states: Vec<HmmState> = Vec::new();
@@ -762,6 +764,15 @@ impl TransitionModel {
                 format!("TransitionModel: {m}"),
             )
         })
+    }
+
+    /// Read a file holding a TransitionModel alone (e.g. an nnet1 `final.mdl`).
+    pub fn from_bytes(buf: &[u8]) -> Result<Self> {
+        crate::kaldi::model::read_single(buf, "TransitionModel", TransitionModel::read)
+    }
+
+    pub fn to_bytes(&self, binary: bool) -> Vec<u8> {
+        crate::kaldi::model::write_single(binary, |w| self.write(w))
     }
 
     /// Kaldi `TransitionModel::Write`.
