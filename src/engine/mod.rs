@@ -8,6 +8,7 @@
 
 pub mod cpu;
 pub mod cuda;
+pub mod reference;
 
 use crate::model::AcousticModel;
 use crate::stats::ModelAccumulators;
@@ -107,4 +108,39 @@ pub enum UseGpu {
     Yes,
     /// Never touch CUDA.
     No,
+}
+
+/// An engine for Kaldi's `--use-gpu` option: `No` → the CPU engine with
+/// `threads` threads (0: one per CPU); `Yes` → the CUDA engine or an error;
+/// `Optional` → the CUDA engine if usable, else the CPU with one log line.
+pub fn select(use_gpu: UseGpu, threads: usize) -> Result<Box<dyn Engine>> {
+    match use_gpu {
+        UseGpu::No => Ok(Box::new(cpu::CpuEngine::new(threads)?)),
+        UseGpu::Yes => cuda_engine(),
+        UseGpu::Optional => match cuda_engine() {
+            Ok(e) => Ok(e),
+            Err(e) => {
+                eprintln!("LOG (amtool) no usable GPU ({e}); computing on the CPU");
+                Ok(Box::new(cpu::CpuEngine::new(threads)?))
+            }
+        },
+    }
+}
+
+/// An engine by name (`"cpu"` or `"cuda"`), as `amtool bench --engine` takes it.
+pub fn by_name(name: &str, threads: usize) -> Result<Box<dyn Engine>> {
+    match name {
+        "cpu" => select(UseGpu::No, threads),
+        "cuda" => select(UseGpu::Yes, threads),
+        _ => Err(crate::Error::Usage(format!(
+            "unknown engine {name:?} (expected cpu or cuda)"
+        ))),
+    }
+}
+
+/// The CUDA engine; `engine::cuda` plugs in here.
+fn cuda_engine() -> Result<Box<dyn Engine>> {
+    Err(crate::Error::Engine(
+        "CUDA engine not available in this build".into(),
+    ))
 }

@@ -1,1 +1,0 @@
-//! The CPU engine: the reference for correctness and the fallback without a GPU.
