@@ -5,7 +5,10 @@
 
 pub mod accs;
 mod blocks;
+pub mod compressed;
 pub mod gmm;
 pub mod io;
+pub mod matrix;
 pub mod model;
+pub mod object;
 pub mod transition;
