@@ -5,6 +5,7 @@
 //! ([`shims`]), rewrites Kaldi-style options ([`kaldi`]), parses with clap and
 //! runs the subcommand. Exit status is Kaldi's: 0 on success, 1 on error.
 
+pub mod docs;
 pub mod kaldi;
 pub mod shims;
 
@@ -47,13 +48,30 @@ pub enum Command {
         /// Folder for the links (created if missing).
         dir: PathBuf,
     },
+    /// Print a shell completion script (e.g. `amtool completions bash > /etc/bash_completion.d/amtool`).
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+    /// Write the man pages generated from these option definitions into DIR.
+    #[command(hide = true)]
+    Man {
+        /// Folder for the roff pages (created if missing).
+        dir: PathBuf,
+        /// Also write the bash/zsh/fish completion scripts into this folder.
+        #[arg(long, value_name = "DIR")]
+        completions: Option<PathBuf>,
+    },
 }
 
 impl Command {
     /// Kaldi programs echo their command line on stderr; amtool's own utility
     /// subcommands don't.
     fn is_kaldi_style(&self) -> bool {
-        !matches!(self, Command::Shims { .. })
+        !matches!(
+            self,
+            Command::Shims { .. } | Command::Completions { .. } | Command::Man { .. }
+        )
     }
 }
 
@@ -72,6 +90,27 @@ pub fn run(cli: Cli) -> i32 {
                 }
                 Err(e) => fail(&e),
             }
+        }
+        Command::Completions { shell } => {
+            use std::io::Write;
+            match std::io::stdout().write_all(&docs::completion(shell)) {
+                Ok(()) => 0,
+                Err(e) => fail(&format!("writing the completion script: {e}")),
+            }
+        }
+        Command::Man { dir, completions } => {
+            let mut n = match docs::write_man_pages(&dir) {
+                Ok(w) => w.len(),
+                Err(e) => return fail(&format!("writing man pages to {}: {e}", dir.display())),
+            };
+            if let Some(c) = completions {
+                match docs::write_completions(&c) {
+                    Ok(w) => n += w.len(),
+                    Err(e) => return fail(&format!("writing completions to {}: {e}", c.display())),
+                }
+            }
+            eprintln!("amtool: wrote {n} files");
+            0
         }
     }
 }
