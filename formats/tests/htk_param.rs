@@ -216,7 +216,19 @@ mod roundtrip {
     proptest! {
         #[test]
         fn every_kind_and_qualifier_both_orders((f, order, compress) in file()) {
-            let f = if compress { f.compressed().unwrap() } else { f };
+            let f = if compress {
+                // Like HParm, compression refuses columns whose offset swamps
+                // their range in float arithmetic (a short out of range).
+                match f.compressed() {
+                    Ok(c) => c,
+                    Err(e) => {
+                        prop_assert!(e.to_string().contains("short out of range"), "{}", e);
+                        return Ok(());
+                    }
+                }
+            } else {
+                f
+            };
             let bytes = f.to_bytes(order);
             let back = ParamFile::parse_with_order(&bytes, order).unwrap();
             prop_assert_eq!(&back, &f);

@@ -262,6 +262,16 @@ impl HmmSet {
                 }
             }
         }
+        // GetStateInfo: with several streams a state always has weights.
+        let nstreams = self.options.stream_widths.len();
+        if nstreams > 1 {
+            for i in 0..self.states.len() {
+                if self.states[i].sweights.is_none() {
+                    self.sweights.push(vec![1.0; nstreams]);
+                    self.states[i].sweights = Some(self.sweights.len() - 1);
+                }
+            }
+        }
         for i in 0..self.pdfs.len() {
             if self.pdfs[i].gconst.is_none() {
                 self.pdfs[i].gconst = self.compute_gconst(i);
@@ -365,7 +375,9 @@ impl HmmSet {
             .map(|m| m.name.as_str())
     }
 
-    pub(crate) fn add_macro(
+    /// Name object `target` (an index into the arena of `kind`) as a macro
+    /// defined in file `file`; errors if `(kind, name)` exists.
+    pub fn add_macro(
         &mut self,
         kind: u8,
         name: String,

@@ -370,6 +370,7 @@ impl Parser<'_, '_> {
             .unwrap_or(self.set.options.vec_size);
         let mut mixtures: Vec<Mixture> = Vec::new();
         loop {
+            let at = self.lx.tok_start;
             let (mut idx, mut w) = (1usize, 1.0f32);
             if self.tok.is(sym::MIXTURE) {
                 let bin = self.bin();
@@ -387,7 +388,16 @@ impl Parser<'_, '_> {
             } else {
                 self.get_mixpdf_body()?
             };
-            self.check_pdf_size(pdf, width, s, idx)?;
+            self.check_pdf_size(pdf, width, s, idx)
+                .map_err(|e| match e {
+                    Error::Format { path, key, msg, .. } => Error::Format {
+                        path,
+                        key,
+                        pos: self.lx.pos_of(at),
+                        msg,
+                    },
+                    e => e,
+                })?;
             if mixtures.iter().any(|x| x.index == idx) {
                 return Err(self.err(format!("mixture {idx} defined twice")));
             }
