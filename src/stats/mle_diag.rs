@@ -1,0 +1,550 @@
+//! Maximum-likelihood update of diagonal-covariance mixtures: Kaldi's
+//! `MleDiagGmmUpdate` (gmm/mle-diag-gmm.cc) and `MleAmDiagGmmUpdate`
+//! (gmm/mle-am-diag-gmm.cc), on the neutral [`StateGmm`].
+//!
+//! Kaldi keeps the model in float and does the update in double; the
+//! conversions between the two happen at the same places here, in the same
+//! order (e.g. `inv_var = 1.0f / float(var)`, `means_invvars = float(mean) *
+//! inv_var` in float, gconsts accumulated in float from double terms), so the
+//! updated parameters are Kaldi's to the last bit wherever Kaldi's own
+//! arithmetic is sequential. The objective-function values are computed in
+//! f64 (Kaldi uses BLAS float dot products, whose summation order depends on
+//! the BLAS build), so printed improvements agree to Kaldi's float noise
+//! (about 1e-6 relative).
+//!
+//! This module does not print: warnings Kaldi would print are returned in the
+//! report for the caller to log.
+
+use crate::model::StateGmm;
+use crate::stats::{GmmAccumulator, UpdateFlags};
+
+/// `MleDiagGmmOptions`: Kaldi's option names are in the field docs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MleDiagOptions {
+    /// `--min-gaussian-weight` (default 1e-5).
+    pub min_gaussian_weight: f32,
+    /// `--min-gaussian-occupancy` (default 10).
+    pub min_gaussian_occupancy: f32,
+    /// `--min-variance` (default 0.001).
+    pub min_variance: f32,
+    /// `--remove-low-count-gaussians` (default true).
+    pub remove_low_count_gaussians: bool,
+}
+
+impl Default for MleDiagOptions {
+    fn default() -> Self {
+        MleDiagOptions {
+            min_gaussian_weight: 1.0e-5,
+            min_gaussian_occupancy: 10.0,
+            min_variance: 0.001,
+            remove_low_count_gaussians: true,
+        }
+    }
+}
+
+/// What one mixture's update did (Kaldi's out-parameters and warnings).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GmmUpdateReport {
+    /// New minus old auxiliary function (Kaldi: `obj_change_out`, a float).
+    pub obj_change: f32,
+    /// Total occupancy of the mixture (Kaldi: `count_out`, a float).
+    pub count: f32,
+    /// Variance elements raised to the floor.
+    pub floored_elements: usize,
+    /// Gaussians with at least one floored element.
+    pub floored_gaussians: usize,
+    /// Components removed for too little data (indices before removal).
+    pub removed: Vec<usize>,
+    /// Messages Kaldi prints as WARNING lines, in Kaldi's order and words.
+    pub warnings: Vec<String>,
+}
+
+/// Totals over all mixtures of an acoustic model (`MleAmDiagGmmUpdate`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AmUpdateReport {
+    /// Σ obj_change, accumulated in float as Kaldi does.
+    pub obj_change: f32,
+    /// Σ count, accumulated in float as Kaldi does.
+    pub count: f32,
+    pub floored_elements: usize,
+    pub floored_gaussians: usize,
+    pub removed_gaussians: usize,
+    /// Gaussians in the model after the update.
+    pub num_gaussians: usize,
+    pub warnings: Vec<String>,
+}
+
+/// Kaldi's `DiagGmm::ComputeGconsts`: `gc = log w − ½D log 2π`, then per
+/// dimension `gc += ½ log iv − ½ miv²/iv`, the terms in double, `gc` a float.
+/// Returns an error for a NaN (Kaldi: "not a number in gconst computation");
+/// +inf becomes −inf as in Kaldi.
+pub fn diag_gconsts(
+    weights: &[f32],
+    means_invvars: &[f32],
+    inv_vars: &[f32],
+    dim: usize,
+) -> Result<Vec<f32>, String> {
+    let offset = (-0.5 * LOG_2PI * dim as f64) as f32;
+    let mut out = Vec::with_capacity(weights.len());
+    for (m, &w) in weights.iter().enumerate() {
+        if w < 0.0 {
+            return Err(format!("component {m} has negative weight {w}"));
+        }
+        let mut gc = ((w as f64).ln() + offset as f64) as f32;
+        let mi = &means_invvars[m * dim..(m + 1) * dim];
+        let iv = &inv_vars[m * dim..(m + 1) * dim];
+        for d in 0..dim {
+            let (a, b) = (mi[d] as f64, iv[d] as f64);
+            gc = (gc as f64 + (0.5 * b.ln() - 0.5 * a * a / b)) as f32;
+        }
+        if gc.is_nan() {
+            return Err(format!(
+                "at component {m}, not a number in gconst computation"
+            ));
+        }
+        if gc.is_infinite() && gc > 0.0 {
+            gc = -gc;
+        }
+        out.push(gc);
+    }
+    Ok(out)
+}
+
+/// `M_LOG_2PI` as Kaldi defines it.
+pub const LOG_2PI: f64 = 1.837_877_066_409_345_5;
+
+/// Kaldi's `MlObjective(DiagGmm, AccumDiagGmm)`: the auxiliary function of
+/// the statistics under the model, with the statistics rounded to float first
+/// as Kaldi does; summed in f64.
+pub fn diag_objective(gmm: &StateGmm, acc: &GmmAccumulator) -> f64 {
+    let mut obj = 0.0f64;
+    for (m, &occ) in acc.occupancy.iter().enumerate() {
+        obj += (occ as f32) as f64 * gmm.gconsts[m] as f64;
+    }
+    if !acc.mean_acc.is_empty() {
+        for (x, y) in acc.mean_acc.iter().zip(&gmm.means_invvars) {
+            obj += (*x as f32) as f64 * *y as f64;
+        }
+    }
+    if !acc.var_acc.is_empty() {
+        let mut v = 0.0f64;
+        for (x, y) in acc.var_acc.iter().zip(&gmm.inv_vars) {
+            v += (*x as f32) as f64 * *y as f64;
+        }
+        obj -= 0.5 * v;
+    }
+    obj
+}
+
+/// Removes components `sorted` (ascending) one at a time, renormalising the
+/// weights after each as Kaldi's `DiagGmm::RemoveComponents(.., true)` does.
+pub fn remove_components(gmm: &mut StateGmm, sorted: &[usize], vlen: usize, dim: usize) {
+    for (k, &g0) in sorted.iter().enumerate() {
+        let g = g0 - k;
+        gmm.weights.remove(g);
+        gmm.gconsts.remove(g);
+        gmm.means_invvars.drain(g * dim..(g + 1) * dim);
+        gmm.inv_vars.drain(g * vlen..(g + 1) * vlen);
+        let sum: f32 = gmm.weights.iter().sum();
+        let scale = (1.0 / sum as f64) as f32;
+        for w in &mut gmm.weights {
+            *w *= scale;
+        }
+    }
+}
+
+/// One mixture's MLE update (`MleDiagGmmUpdate`). `acc_flags` says which
+/// statistics `acc` holds; `flags` which parameters to update (must be a
+/// subset). On return `gmm` has the new parameters and fresh gconsts.
+pub fn mle_diag_gmm_update(
+    opts: &MleDiagOptions,
+    acc: &GmmAccumulator,
+    acc_flags: UpdateFlags,
+    flags: UpdateFlags,
+    dim: usize,
+    gmm: &mut StateGmm,
+) -> Result<GmmUpdateReport, String> {
+    if (flags.means && !acc_flags.means) || (flags.variances && !acc_flags.variances) {
+        return Err("flags in argument do not match the active accumulators".into());
+    }
+    let num_gauss = gmm.num_components();
+    if acc.occupancy.len() != num_gauss {
+        return Err(format!(
+            "accumulator has {} components but the GMM has {num_gauss}",
+            acc.occupancy.len()
+        ));
+    }
+    if (acc_flags.means && acc.mean_acc.len() != num_gauss * dim)
+        || (acc_flags.variances && acc.var_acc.len() != num_gauss * dim)
+        || gmm.means_invvars.len() != num_gauss * dim
+        || gmm.inv_vars.len() != num_gauss * dim
+    {
+        return Err(format!(
+            "accumulator or GMM dimension does not match {dim} (Kaldi: dimension mismatch)"
+        ));
+    }
+    let occ_sum: f64 = acc.occupancy.iter().sum();
+    gmm.gconsts = diag_gconsts(&gmm.weights, &gmm.means_invvars, &gmm.inv_vars, dim)?;
+    let obj_old = diag_objective(gmm, acc);
+
+    // DiagGmmNormal of the current model, in double.
+    let mut n_weights: Vec<f64> = gmm.weights.iter().map(|&w| w as f64).collect();
+    let mut n_vars: Vec<f64> = gmm.inv_vars.iter().map(|&v| 1.0 / v as f64).collect();
+    let mut n_means: Vec<f64> = gmm
+        .means_invvars
+        .iter()
+        .zip(&n_vars)
+        .map(|(&m, &v)| m as f64 * v)
+        .collect();
+    let old_means = n_means.clone();
+
+    let mut report = GmmUpdateReport::default();
+    let floor = opts.min_variance as f64;
+    for i in 0..num_gauss {
+        let occ = acc.occupancy[i];
+        let prob = if occ_sum > 0.0 {
+            occ / occ_sum
+        } else {
+            1.0 / num_gauss as f64
+        };
+        if occ > opts.min_gaussian_occupancy as f64 && prob > opts.min_gaussian_weight as f64 {
+            n_weights[i] = prob;
+            let r = i * dim..(i + 1) * dim;
+            if acc_flags.means || acc_flags.variances {
+                let inv = 1.0 / occ;
+                for (m, &x) in n_means[r.clone()].iter_mut().zip(&acc.mean_acc[r.clone()]) {
+                    *m = x * inv;
+                }
+            }
+            if acc_flags.variances {
+                let inv = 1.0 / occ;
+                let mut floored = 0;
+                for d in 0..dim {
+                    let k = i * dim + d;
+                    let mut var = acc.var_acc[k] * inv;
+                    var += -1.0 * n_means[k] * n_means[k];
+                    if !flags.means {
+                        let diff = old_means[k] + -1.0 * n_means[k];
+                        var += 1.0 * diff * diff;
+                    }
+                    if var < floor {
+                        var = floor;
+                        floored += 1;
+                    }
+                    n_vars[k] = var;
+                }
+                if floored != 0 {
+                    report.floored_elements += floored;
+                    report.floored_gaussians += 1;
+                }
+            }
+        } else if opts.remove_low_count_gaussians && report.removed.len() < num_gauss - 1 {
+            report.warnings.push(format!(
+                "Too little data - removing Gaussian (weight {:.6}, occupation count {:.6}, vector size {dim})",
+                prob, occ
+            ));
+            report.removed.push(i);
+        } else {
+            report.warnings.push(format!(
+                "Gaussian has too little data but not removing it because{}{i}, occ = {}, weight = {}",
+                if opts.remove_low_count_gaussians {
+                    " it is the last Gaussian: i = "
+                } else {
+                    " remove-low-count-gaussians == false: g = "
+                },
+                crate::stats::fmt_g(occ),
+                crate::stats::fmt_g(prob)
+            ));
+            n_weights[i] = prob.max(opts.min_gaussian_weight as f64);
+        }
+    }
+
+    // DiagGmmNormal::CopyToDiagGmm(gmm, flags), float conversions as Kaldi.
+    if flags.weights {
+        for (w, &nw) in gmm.weights.iter_mut().zip(&n_weights) {
+            *w = nw as f32;
+        }
+    }
+    if flags.variances {
+        for (iv, &v) in gmm.inv_vars.iter_mut().zip(&n_vars) {
+            *iv = 1.0f32 / (v as f32);
+        }
+        if !flags.means {
+            for k in 0..num_gauss * dim {
+                gmm.means_invvars[k] = (old_means[k] as f32) * gmm.inv_vars[k];
+            }
+        }
+    }
+    if flags.means {
+        for k in 0..num_gauss * dim {
+            gmm.means_invvars[k] = (n_means[k] as f32) * gmm.inv_vars[k];
+        }
+    }
+    gmm.gconsts = diag_gconsts(&gmm.weights, &gmm.means_invvars, &gmm.inv_vars, dim)?;
+    let obj_new = diag_objective(gmm, acc);
+    report.obj_change = (obj_new - obj_old) as f32;
+    report.count = occ_sum as f32;
+    if !report.removed.is_empty() {
+        remove_components(gmm, &report.removed, dim, dim);
+        gmm.gconsts = diag_gconsts(&gmm.weights, &gmm.means_invvars, &gmm.inv_vars, dim)?;
+    }
+    Ok(report)
+}
+
+/// `MleAmDiagGmmUpdate` over every state of a model; the per-mixture values
+/// are summed in float as Kaldi does.
+pub fn mle_am_diag_update(
+    opts: &MleDiagOptions,
+    accs: &[GmmAccumulator],
+    acc_flags: UpdateFlags,
+    flags: UpdateFlags,
+    dim: usize,
+    states: &mut [StateGmm],
+) -> Result<AmUpdateReport, String> {
+    if accs.len() != states.len() {
+        return Err(format!(
+            "accumulators have {} pdfs but the model has {}",
+            accs.len(),
+            states.len()
+        ));
+    }
+    let mut tot = AmUpdateReport::default();
+    for (pdf, (acc, gmm)) in accs.iter().zip(states.iter_mut()).enumerate() {
+        let r = mle_diag_gmm_update(opts, acc, acc_flags, flags, dim, gmm)
+            .map_err(|e| format!("pdf {pdf}: {e}"))?;
+        tot.obj_change += r.obj_change;
+        tot.count += r.count;
+        tot.floored_elements += r.floored_elements;
+        tot.floored_gaussians += r.floored_gaussians;
+        tot.removed_gaussians += r.removed.len();
+        tot.warnings.extend(r.warnings);
+    }
+    tot.num_gaussians = states.iter().map(|s| s.num_components()).sum();
+    Ok(tot)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A one-component, one-dimensional model from mean/var/weight.
+    fn gmm_from(weights: &[f32], means: &[f32], vars: &[f32], dim: usize) -> StateGmm {
+        let inv_vars: Vec<f32> = vars.iter().map(|v| 1.0 / v).collect();
+        let means_invvars: Vec<f32> = means.iter().zip(&inv_vars).map(|(m, i)| m * i).collect();
+        let gconsts = diag_gconsts(weights, &means_invvars, &inv_vars, dim).unwrap();
+        StateGmm {
+            gconsts,
+            weights: weights.to_vec(),
+            means_invvars,
+            inv_vars,
+        }
+    }
+
+    fn acc_from_frames(frames: &[(usize, f64, Vec<f64>)], m: usize, dim: usize) -> GmmAccumulator {
+        let mut a = GmmAccumulator {
+            occupancy: vec![0.0; m],
+            mean_acc: vec![0.0; m * dim],
+            var_acc: vec![0.0; m * dim],
+        };
+        for (c, w, x) in frames {
+            a.occupancy[*c] += w;
+            for d in 0..dim {
+                a.mean_acc[c * dim + d] += w * x[d];
+                a.var_acc[c * dim + d] += w * x[d] * x[d];
+            }
+        }
+        a
+    }
+
+    #[test]
+    fn gconst_of_standard_normal() {
+        let g = gmm_from(&[1.0], &[0.0], &[1.0], 1);
+        assert!((g.gconsts[0] as f64 + 0.5 * LOG_2PI).abs() < 1e-6);
+    }
+
+    #[test]
+    fn update_gives_sample_mean_and_variance() {
+        // 20 frames at 1.0 and 20 at 3.0 in one component: mean 2, variance 1.
+        let mut frames = Vec::new();
+        for _ in 0..20 {
+            frames.push((0, 1.0, vec![1.0]));
+            frames.push((0, 1.0, vec![3.0]));
+        }
+        let acc = acc_from_frames(&frames, 1, 1);
+        let mut g = gmm_from(&[1.0], &[0.0], &[4.0], 1);
+        let r = mle_diag_gmm_update(
+            &MleDiagOptions::default(),
+            &acc,
+            UpdateFlags::default(),
+            UpdateFlags::default(),
+            1,
+            &mut g,
+        )
+        .unwrap();
+        assert_eq!(g.inv_vars, vec![1.0]);
+        assert_eq!(g.means_invvars, vec![2.0]);
+        assert_eq!(r.count, 40.0);
+        assert!(r.obj_change > 0.0);
+    }
+
+    #[test]
+    fn low_count_component_removed_and_weights_renormalised() {
+        let mut frames = Vec::new();
+        for t in 0..30 {
+            frames.push((0, 1.0, vec![t as f64 / 10.0]));
+        }
+        frames.push((1, 1.0, vec![5.0]));
+        let acc = acc_from_frames(&frames, 2, 1);
+        let mut g = gmm_from(&[0.5, 0.5], &[1.0, 5.0], &[1.0, 1.0], 1);
+        let r = mle_diag_gmm_update(
+            &MleDiagOptions::default(),
+            &acc,
+            UpdateFlags::default(),
+            UpdateFlags::default(),
+            1,
+            &mut g,
+        )
+        .unwrap();
+        assert_eq!(r.removed, vec![1]);
+        assert_eq!(g.num_components(), 1);
+        assert_eq!(g.weights, vec![1.0]);
+        assert!(r.warnings[0].starts_with("Too little data - removing Gaussian (weight 0.032258"));
+    }
+
+    #[test]
+    fn last_gaussian_is_kept() {
+        let acc = acc_from_frames(&[(0, 1.0, vec![0.5])], 1, 1);
+        let mut g = gmm_from(&[1.0], &[0.0], &[1.0], 1);
+        let r = mle_diag_gmm_update(
+            &MleDiagOptions::default(),
+            &acc,
+            UpdateFlags::default(),
+            UpdateFlags::default(),
+            1,
+            &mut g,
+        )
+        .unwrap();
+        assert!(r.removed.is_empty());
+        assert_eq!(
+            r.warnings,
+            vec!["Gaussian has too little data but not removing it because it is the last Gaussian: i = 0, occ = 1, weight = 1"]
+        );
+        // Parameters untouched.
+        assert_eq!(g.means_invvars, vec![0.0]);
+    }
+
+    #[test]
+    fn variance_floor_counts_elements() {
+        let mut frames = Vec::new();
+        for _ in 0..20 {
+            frames.push((0, 1.0, vec![1.0, 1.0]));
+            frames.push((0, 1.0, vec![1.0, 3.0]));
+        }
+        let acc = acc_from_frames(&frames, 1, 2);
+        let mut g = gmm_from(&[1.0], &[0.0, 0.0], &[1.0, 1.0], 2);
+        let r = mle_diag_gmm_update(
+            &MleDiagOptions::default(),
+            &acc,
+            UpdateFlags::default(),
+            UpdateFlags::default(),
+            2,
+            &mut g,
+        )
+        .unwrap();
+        assert_eq!((r.floored_elements, r.floored_gaussians), (1, 1));
+        assert_eq!(g.inv_vars[0], 1.0f32 / 0.001f32);
+    }
+
+    #[test]
+    fn means_only_keeps_variances() {
+        let mut frames = Vec::new();
+        for _ in 0..20 {
+            frames.push((0, 1.0, vec![1.0]));
+            frames.push((0, 1.0, vec![3.0]));
+        }
+        let acc = acc_from_frames(&frames, 1, 1);
+        let mut g = gmm_from(&[1.0], &[0.0], &[4.0], 1);
+        let flags = UpdateFlags {
+            means: true,
+            variances: false,
+            weights: false,
+            transitions: false,
+        };
+        mle_diag_gmm_update(
+            &MleDiagOptions::default(),
+            &acc,
+            UpdateFlags::default(),
+            flags,
+            1,
+            &mut g,
+        )
+        .unwrap();
+        assert_eq!(g.inv_vars, vec![0.25]);
+        assert_eq!(g.means_invvars, vec![0.5]);
+    }
+
+    #[test]
+    fn flags_beyond_accumulators_are_an_error() {
+        let acc = GmmAccumulator {
+            occupancy: vec![1.0],
+            mean_acc: vec![],
+            var_acc: vec![],
+        };
+        let mut g = gmm_from(&[1.0], &[0.0], &[1.0], 1);
+        let acc_flags = UpdateFlags {
+            means: false,
+            variances: false,
+            weights: true,
+            transitions: false,
+        };
+        assert!(mle_diag_gmm_update(
+            &MleDiagOptions::default(),
+            &acc,
+            acc_flags,
+            UpdateFlags::default(),
+            1,
+            &mut g
+        )
+        .is_err());
+    }
+
+    proptest! {
+        /// Statistics generated from a known GMM (expected values, i.e. exact
+        /// sufficient statistics) are mapped back to that GMM, and the
+        /// auxiliary function never decreases.
+        #[test]
+        fn update_recovers_generating_gmm(
+            m in 1usize..5, dim in 1usize..6, seed in 0u64..1000, n in 50.0f64..5000.0
+        ) {
+            let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+            let mut next = || { s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407); ((s >> 11) as f64) / ((1u64 << 53) as f64) };
+            let raw: Vec<f64> = (0..m).map(|_| 0.2 + next()).collect();
+            let tot: f64 = raw.iter().sum();
+            let w: Vec<f64> = raw.iter().map(|r| r / tot).collect();
+            let mu: Vec<f64> = (0..m * dim).map(|_| 4.0 * next() - 2.0).collect();
+            let var: Vec<f64> = (0..m * dim).map(|_| 0.1 + 2.0 * next()).collect();
+            let acc = GmmAccumulator {
+                occupancy: w.iter().map(|w| w * n).collect(),
+                mean_acc: (0..m * dim).map(|k| w[k / dim] * n * mu[k]).collect(),
+                var_acc: (0..m * dim).map(|k| w[k / dim] * n * (var[k] + mu[k] * mu[k])).collect(),
+            };
+            let mut g = gmm_from(&vec![1.0 / m as f32; m], &vec![0.0; m * dim], &vec![1.0; m * dim], dim);
+            let opts = MleDiagOptions { min_gaussian_occupancy: 0.0, ..Default::default() };
+            let r = mle_diag_gmm_update(&opts, &acc, UpdateFlags::default(), UpdateFlags::default(), dim, &mut g).unwrap();
+            prop_assert!(r.obj_change >= -1e-3 * n as f32 * 1e-3);
+            for c in 0..m {
+                prop_assert!((g.weights[c] as f64 - w[c]).abs() < 1e-6);
+                for d in 0..dim {
+                    let k = c * dim + d;
+                    let v = 1.0 / g.inv_vars[k] as f64;
+                    prop_assert!((v - var[k]).abs() < 1e-5 * var[k].max(1.0));
+                    prop_assert!((g.means_invvars[k] as f64 * v - mu[k]).abs() < 1e-5);
+                }
+            }
+            // A second update on the same stats changes nothing material.
+            let r2 = mle_diag_gmm_update(&opts, &acc, UpdateFlags::default(), UpdateFlags::default(), dim, &mut g).unwrap();
+            prop_assert!(r2.obj_change.abs() <= 1e-5 * n as f32 * dim as f32);
+        }
+    }
+}
