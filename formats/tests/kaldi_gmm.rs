@@ -621,7 +621,27 @@ fn negative_counts_are_errors() {
     b[at..at + 4].copy_from_slice(&(-5i32).to_le_bytes());
     let e = DiagGmm::from_bytes(&b).unwrap_err();
     assert!(
-        e.to_string().contains("negative matrix row count -5") && err_byte(&e) == at as u64 - 1,
+        e.to_string().contains("negative number of rows -5") && err_byte(&e) == at as u64 - 1,
         "{e}"
     );
+}
+
+/// `final.occs` (gmm-est --write-occs): a float vector, one occupancy per pdf.
+#[test]
+fn occs_vector_matches_the_model() {
+    use amtool_formats::kaldi::matrix::Vector;
+    use amtool_formats::kaldi::object::{object_to_bytes, read_object};
+    let buf = td("final.occs");
+    let occs: Vector<f32> = read_object(&buf).unwrap();
+    let m = KaldiModel::from_bytes(&td("final.mdl")).unwrap();
+    assert_eq!(occs.len(), m.am.num_pdfs());
+    assert_eq!(object_to_bytes(&occs, false), buf);
+    let back: Vector<f32> = read_object(&object_to_bytes(&occs, true)).unwrap();
+    assert_eq!(back, occs);
+    let est = Path::new(SHARED).join("model1/est/est.occs");
+    if est.exists() {
+        let b = load(est);
+        let v: Vector<f32> = read_object(&b).unwrap();
+        assert_eq!(object_to_bytes(&v, b.starts_with(b"\0B")), b);
+    }
 }

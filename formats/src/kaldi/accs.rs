@@ -28,6 +28,7 @@ use crate::kaldi::blocks::{
 use crate::kaldi::gmm::context;
 use crate::kaldi::io::{Reader, Writer};
 use crate::kaldi::model::{read_single, write_single};
+use crate::kaldi::object::KaldiObject;
 
 /// Kaldi `GmmFlagsType` bits.
 pub const GMM_MEANS: u16 = 1;
@@ -422,6 +423,42 @@ impl AmAccs {
 
     pub fn to_bytes(&self, binary: bool) -> Vec<u8> {
         write_single(binary, |w| self.write(w))
+    }
+}
+
+impl KaldiObject for AccumDiagGmm {
+    fn read(r: &mut Reader<'_>) -> Result<Self> {
+        AccumDiagGmm::read(r)
+    }
+    fn write<W: Write>(&self, w: &mut Writer<W>) -> io::Result<()> {
+        AccumDiagGmm::write(self, w)
+    }
+}
+
+impl KaldiObject for AccumFullGmm {
+    fn read(r: &mut Reader<'_>) -> Result<Self> {
+        AccumFullGmm::read(r)
+    }
+    fn write<W: Write>(&self, w: &mut Writer<W>) -> io::Result<()> {
+        AccumFullGmm::write(self, w)
+    }
+}
+
+impl KaldiObject for AccumAmDiagGmm {
+    fn read(r: &mut Reader<'_>) -> Result<Self> {
+        AccumAmDiagGmm::read(r)
+    }
+    fn write<W: Write>(&self, w: &mut Writer<W>) -> io::Result<()> {
+        AccumAmDiagGmm::write(self, w)
+    }
+}
+
+impl KaldiObject for AmAccs {
+    fn read(r: &mut Reader<'_>) -> Result<Self> {
+        AmAccs::read(r)
+    }
+    fn write<W: Write>(&self, w: &mut Writer<W>) -> io::Result<()> {
+        AmAccs::write(self, w)
     }
 }
 

@@ -17,6 +17,7 @@ use crate::kaldi::blocks::{
     read_matrix_f32, read_packed_f32, read_vector_f32, write_matrix, write_packed, write_vector,
 };
 use crate::kaldi::io::{Reader, Writer};
+use crate::kaldi::object::KaldiObject;
 
 /// `log(2π)` as Kaldi's `M_LOG_2PI`.
 const M_LOG_2PI: f64 = 1.8378770664093454835606594728112;
@@ -390,6 +391,33 @@ impl AmDiagGmm {
             p.write(w)?;
         }
         Ok(())
+    }
+}
+
+impl KaldiObject for DiagGmm {
+    fn read(r: &mut Reader<'_>) -> Result<Self> {
+        DiagGmm::read(r)
+    }
+    fn write<W: Write>(&self, w: &mut Writer<W>) -> io::Result<()> {
+        DiagGmm::write(self, w)
+    }
+}
+
+impl KaldiObject for FullGmm {
+    fn read(r: &mut Reader<'_>) -> Result<Self> {
+        FullGmm::read(r)
+    }
+    fn write<W: Write>(&self, w: &mut Writer<W>) -> io::Result<()> {
+        FullGmm::write(self, w)
+    }
+}
+
+impl KaldiObject for AmDiagGmm {
+    fn read(r: &mut Reader<'_>) -> Result<Self> {
+        AmDiagGmm::read(r)
+    }
+    fn write<W: Write>(&self, w: &mut Writer<W>) -> io::Result<()> {
+        AmDiagGmm::write(self, w)
     }
 }
 

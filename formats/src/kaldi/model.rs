@@ -9,6 +9,7 @@ use std::io::{self, Write};
 use crate::error::{Error, Pos, Result};
 use crate::kaldi::gmm::{context, AmDiagGmm};
 use crate::kaldi::io::{read_binary_header, Reader, Writer};
+use crate::kaldi::object::KaldiObject;
 use crate::kaldi::transition::TransitionModel;
 
 /// Read one object from a whole file's bytes: the binary marker decides the
@@ -247,4 +248,13 @@ impl ObjectKind {
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
+}
+
+impl KaldiObject for KaldiModel {
+    fn read(r: &mut Reader<'_>) -> Result<Self> {
+        KaldiModel::read(r)
+    }
+    fn write<W: Write>(&self, w: &mut Writer<W>) -> io::Result<()> {
+        KaldiModel::write(self, w)
+    }
 }

@@ -16,6 +16,7 @@ use crate::error::Result;
 use crate::kaldi::blocks::{read_vector_f32, write_vector};
 use crate::kaldi::gmm::context;
 use crate::kaldi::io::{Reader, Writer};
+use crate::kaldi::object::KaldiObject;
 
 /// Kaldi's `kNoPdf`: a non-emitting state.
 pub const NO_PDF: i32 = -1;
@@ -802,6 +803,24 @@ impl TransitionModel {
         w.newline()?;
         w.write_token("</TransitionModel>")?;
         w.newline()
+    }
+}
+
+impl KaldiObject for Topology {
+    fn read(r: &mut Reader<'_>) -> Result<Self> {
+        Topology::read(r)
+    }
+    fn write<W: Write>(&self, w: &mut Writer<W>) -> io::Result<()> {
+        Topology::write(self, w)
+    }
+}
+
+impl KaldiObject for TransitionModel {
+    fn read(r: &mut Reader<'_>) -> Result<Self> {
+        TransitionModel::read(r)
+    }
+    fn write<W: Write>(&self, w: &mut Writer<W>) -> io::Result<()> {
+        TransitionModel::write(self, w)
     }
 }
 
