@@ -2,9 +2,11 @@
 //! script files, read and written as HTK 3.4.1 does.
 
 pub mod cfmt;
+pub mod mlf;
 pub mod mmf;
 pub mod param;
 pub mod parmkind;
+pub mod script;
 pub mod strings;
 
 use std::io::Write;
@@ -24,4 +26,9 @@ pub(crate) fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
     tmp.write_all(bytes).map_err(|e| Error::io(&name, e))?;
     tmp.persist(path).map_err(|e| Error::io(&name, e.error))?;
     Ok(())
+}
+
+/// A name in double quotes as HTK writes macro names and MLF patterns.
+pub(crate) fn mmf_quote(s: &str) -> String {
+    mmf::quote(s)
 }
