@@ -236,3 +236,50 @@ mod roundtrip {
         }
     }
 }
+
+/// Whole-file problems name the file and the byte offset.
+#[test]
+fn bad_files_name_path_and_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = std::fs::read(format!("{TD}/param/mfcc_0_d_a_c_k.spk01_u001.htk")).unwrap();
+    let cut = dir.path().join("cut.htk");
+    std::fs::write(&cut, &good[..good.len() - 100]).unwrap();
+    let e = ParamFile::open(&cut).unwrap_err().to_string();
+    assert!(
+        e.contains("cut.htk") && e.contains("truncated") && e.contains("at byte"),
+        "{e}"
+    );
+    let mut bad = good.clone();
+    bad[500] ^= 0x10;
+    let crc = dir.path().join("crc.htk");
+    std::fs::write(&crc, &bad).unwrap();
+    let e = ParamFile::open(&crc).unwrap_err().to_string();
+    assert!(
+        e.contains("crc.htk")
+            && e.contains("CRC error")
+            && e.contains(&format!("at byte {}", good.len() - 2)),
+        "{e}"
+    );
+    let e = ParamFile::open(dir.path().join("missing.htk"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("missing.htk"), "{e}");
+}
+
+/// Writing goes through a temporary file: the result reads back identically.
+#[test]
+fn write_is_atomic_and_exact() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = ParamFile::open(format!("{TD}/param/lpc.spk01_u001.htk")).unwrap();
+    let out = dir.path().join("out.htk");
+    p.write(&out, ByteOrder::Big).unwrap();
+    assert_eq!(
+        std::fs::read(&out).unwrap(),
+        std::fs::read(format!("{TD}/param/lpc.spk01_u001.htk")).unwrap()
+    );
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        1,
+        "no temporary file left behind"
+    );
+}

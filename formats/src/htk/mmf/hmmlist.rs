@@ -84,3 +84,38 @@ impl HmmList {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn logical_to_physical() {
+        let l = HmmList::parse("sil\na-b+c b\n\"q r\" x\n").unwrap();
+        assert_eq!(l.physical("a-b+c"), Some("b"));
+        assert_eq!(l.physical("sil"), Some("sil"));
+        assert_eq!(l.physical("q r"), Some("x"));
+        assert_eq!(HmmList::parse(&l.to_text()).unwrap(), l);
+        let e = HmmList::parse("a\na b c\n").unwrap_err().to_string();
+        assert!(e.contains("line 2"), "{e}");
+        let e = HmmList::parse("a\na\n").unwrap_err().to_string();
+        assert!(e.contains("used twice") && e.contains("line 2"), "{e}");
+    }
+
+    #[test]
+    fn list_checked_against_set() {
+        let set = super::super::HmmSet::parse(
+            b"~o <VECSIZE> 1 <USER>\n~h \"b\"\n<BEGINHMM> <NUMSTATES> 3 <STATE> 2 <MEAN> 1 0 <VARIANCE> 1 1\n<TRANSP> 3 0 1 0 0 0.5 0.5 0 0 0 <ENDHMM>\n",
+            "m",
+        )
+        .unwrap();
+        let ok = HmmList::parse("a-b+c b\nb\n").unwrap();
+        ok.check_against(&set, "list").unwrap();
+        let bad = HmmList::parse("x y\n").unwrap();
+        let e = bad.check_against(&set, "list").unwrap_err().to_string();
+        assert!(
+            e.contains("list") && e.contains("'x'") && e.contains("physical HMM y"),
+            "{e}"
+        );
+    }
+}
