@@ -301,8 +301,9 @@ impl HmmSet {
             }
             Covariance::InvCovar(c) => {
                 let m = &self.covars[c];
-                let ldet_inv = cholesky_logdet(m)?;
-                Some((m.n as f64 * TPI.ln() - ldet_inv) as f32)
+                // CovDet returns a (float) LogFloat; FixFullGConst adds it in double.
+                let ldet = -cholesky_logdet(m)?;
+                Some((m.n as f64 * TPI.ln() + ldet as f64) as f32)
             }
             Covariance::LltCovar(_) => Some(0.0),
             Covariance::Xform(_) => None,
@@ -424,12 +425,12 @@ impl HmmSet {
     }
 }
 
-/// log det of a symmetric positive-definite matrix through its Cholesky factor
-/// (HMath's `CovDet`); `None` if it is not positive definite.
-fn cholesky_logdet(m: &TriMat) -> Option<f64> {
+/// log det of a symmetric positive-definite matrix as HMath's `CovDet` gets
+/// it: Cholesky factor in double, the log diagonal summed into a float;
+/// `None` if it is not positive definite.
+fn cholesky_logdet(m: &TriMat) -> Option<f32> {
     let n = m.n;
     let mut l = vec![0f64; n * n];
-    let mut sum = 0.0;
     for i in 0..n {
         for j in 0..=i {
             let mut s = m.get(j, i) as f64;
@@ -441,13 +442,16 @@ fn cholesky_logdet(m: &TriMat) -> Option<f64> {
                     return None;
                 }
                 l[i * n + i] = s.sqrt();
-                sum += s.sqrt().ln();
             } else {
                 l[i * n + j] = s / l[j * n + j];
             }
         }
     }
-    Some(2.0 * sum)
+    let mut ldet = 0f32;
+    for j in 0..n {
+        ldet = (ldet as f64 + l[j * n + j].ln()) as f32;
+    }
+    Some((2.0 * ldet as f64) as f32)
 }
 
 #[cfg(test)]
