@@ -1,3 +1,213 @@
 //! The CUDA engine: NVRTC-compiled kernels from `kernels/*.cu` on padded
 //! 64-state blocks, loaded at run time through cudarc's dynamic loading, so the
 //! same binary runs on machines without CUDA.
+//!
+//! - [`CudaEngine::new`] finds libcuda and libnvrtc at run time (never
+//!   panics when they are missing: it returns an error the selector turns
+//!   into the CPU fallback or, with `--use-gpu=yes`, into the message).
+//! - [`compile`]: kernels specialised per model shape, PTX cached on disk.
+//! - [`model`]: the model laid out on the device ([`model::CudaModel`]), the
+//!   streaming of features through pinned double buffers, and the
+//!   [`crate::engine::LoadedModel`] functions.
+//! - [`plan`]: host-side grouping of (frame, state, weight) entries by state.
+//!
+//! Kernel design and measurements: `kernels/NOTES.md`.
+
+pub mod compile;
+pub mod model;
+pub mod plan;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
+
+use crate::engine::{Engine, LoadedModel};
+use crate::model::AcousticModel;
+use crate::{Error, Result};
+
+use compile::KernelShape;
+
+/// The kernels of one model shape.
+pub(crate) struct Kernels {
+    pub shape: KernelShape,
+    pub block_score: CudaFunction,
+    pub component_ll: CudaFunction,
+    pub entry_loglike: CudaFunction,
+    pub accum_stats: CudaFunction,
+    pub reduce_partials: CudaFunction,
+    pub sum_f64: CudaFunction,
+    _module: Arc<CudaModule>,
+}
+
+/// A CUDA device with its streams: one for kernels, one for host-to-device
+/// copies (so copies of the next chunk overlap the kernels of this one).
+pub struct CudaEngine {
+    pub(crate) ctx: Arc<CudaContext>,
+    pub(crate) stream: Arc<CudaStream>,
+    pub(crate) copy_stream: Arc<CudaStream>,
+    name: String,
+    cc: (i32, i32),
+    kernels: Mutex<HashMap<KernelShape, Arc<Kernels>>>,
+}
+
+fn driver_err(what: &str) -> impl Fn(cudarc::driver::DriverError) -> Error + '_ {
+    move |e| Error::Engine(format!("CUDA: {what}: {e}"))
+}
+
+impl CudaEngine {
+    /// The first CUDA device, or an error saying why there is none (no driver
+    /// library, no NVRTC, no device, a failing driver).
+    pub fn new() -> Result<Self> {
+        // cudarc panics when a library or symbol is missing; probe first, and
+        // catch whatever slips through so a missing GPU is never a crash.
+        std::panic::catch_unwind(Self::open).unwrap_or_else(|p| {
+            let msg = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "unknown failure".into());
+            Err(Error::Engine(format!("CUDA could not be loaded: {msg}")))
+        })
+    }
+
+    fn open() -> Result<Self> {
+        // SAFETY: these only try to dlopen the libraries.
+        if !unsafe { cudarc::driver::sys::is_culib_present() } {
+            return Err(Error::Engine(
+                "no CUDA driver library (libcuda.so) found".into(),
+            ));
+        }
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            return Err(Error::Engine(
+                "no NVRTC library (libnvrtc.so) found; install the CUDA toolkit's NVRTC".into(),
+            ));
+        }
+        let count = CudaContext::device_count().map_err(driver_err("cannot count devices"))?;
+        if count < 1 {
+            return Err(Error::Engine("no CUDA device found".into()));
+        }
+        let ctx = CudaContext::new(0).map_err(driver_err("cannot open device 0"))?;
+        let name = ctx.name().map_err(driver_err("device name"))?;
+        let cc = ctx
+            .compute_capability()
+            .map_err(driver_err("compute capability"))?;
+        let stream = ctx.new_stream().map_err(driver_err("stream"))?;
+        let copy_stream = ctx.new_stream().map_err(driver_err("stream"))?;
+        compile::nvrtc_version()?;
+        Ok(CudaEngine {
+            ctx,
+            stream,
+            copy_stream,
+            name,
+            cc,
+            kernels: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Compute capability (major, minor).
+    pub fn compute_capability(&self) -> (i32, i32) {
+        self.cc
+    }
+
+    /// Free and total device memory in bytes.
+    pub fn memory(&self) -> Result<(usize, usize)> {
+        self.ctx.mem_get_info().map_err(driver_err("memory info"))
+    }
+
+    /// The kernels for `shape`, compiled (or read from the disk cache) on first use.
+    pub(crate) fn kernels(&self, shape: KernelShape) -> Result<Arc<Kernels>> {
+        let mut map = self
+            .kernels
+            .lock()
+            .map_err(|_| Error::Engine("kernel cache lock poisoned".into()))?;
+        if let Some(k) = map.get(&shape) {
+            return Ok(k.clone());
+        }
+        let ptx = compile::ptx_for(&shape, self.cc)?;
+        let module = self
+            .ctx
+            .load_module(ptx)
+            .map_err(driver_err("loading the compiled kernels"))?;
+        let f = |name: &str| module.load_function(name).map_err(driver_err(name));
+        let k = Arc::new(Kernels {
+            shape,
+            block_score: f("block_score")?,
+            component_ll: f("component_ll")?,
+            entry_loglike: f("entry_loglike")?,
+            accum_stats: f("accum_stats")?,
+            reduce_partials: f("reduce_partials")?,
+            sum_f64: f("sum_f64")?,
+            _module: module.clone(),
+        });
+        use cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES as MAX_DYN;
+        for (func, bytes) in [
+            (&k.block_score, shape.smem_score()),
+            (&k.component_ll, shape.smem_score()),
+            (&k.entry_loglike, shape.smem_score()),
+            (&k.accum_stats, shape.smem_stats()),
+        ] {
+            func.set_attribute(MAX_DYN, bytes as i32)
+                .map_err(driver_err("shared memory size"))?;
+        }
+        map.insert(shape, k.clone());
+        Ok(k)
+    }
+}
+
+impl Engine for CudaEngine {
+    fn name(&self) -> &'static str {
+        "cuda"
+    }
+
+    fn device(&self) -> String {
+        self.name.clone()
+    }
+
+    fn load<'e>(&'e self, model: &AcousticModel) -> Result<Box<dyn LoadedModel + 'e>> {
+        Ok(Box::new(model::CudaModel::new(self, model)?))
+    }
+}
+
+/// Whether GPU tests must run (`AMTOOL_REQUIRE_GPU=1`, set on the GPU machine).
+pub fn gpu_required() -> bool {
+    std::env::var("AMTOOL_REQUIRE_GPU")
+        .map(|v| v == "1")
+        .unwrap_or(false)
+}
+
+/// For GPU tests: the engine, or `None` after printing `skipped: no CUDA
+/// device` — a panic instead when [`gpu_required`].
+pub fn engine_for_tests() -> Option<CudaEngine> {
+    match CudaEngine::new() {
+        Ok(e) => Some(e),
+        Err(e) if gpu_required() => panic!("AMTOOL_REQUIRE_GPU=1 but no CUDA engine: {e}"),
+        Err(e) => {
+            println!("skipped: no CUDA device ({e})");
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cuda_engine_opens_or_says_why_not() {
+        match CudaEngine::new() {
+            Ok(e) => {
+                assert_eq!(e.name(), "cuda");
+                assert!(!e.device().is_empty());
+            }
+            Err(e) => {
+                assert!(!gpu_required(), "AMTOOL_REQUIRE_GPU=1 but: {e}");
+                assert!(
+                    e.to_string().contains("CUDA") || e.to_string().contains("NVRTC"),
+                    "{e}"
+                );
+                println!("skipped: no CUDA device ({e})");
+            }
+        }
+    }
+}

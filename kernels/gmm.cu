@@ -1,0 +1,437 @@
+// amtool's GMM kernels: scoring and EM statistics for diagonal and
+// full-covariance Gaussians. Compiled at run time by NVRTC, once per model
+// shape, with these macros defined by the host (src/engine/cuda/compile.rs):
+//
+//   D     feature dimension (1..)
+//   KZ    length of the expanded feature z(x) (see below), constant 1 included
+//   FULL  0: diagonal covariances, 1: full covariances
+//   TF    frames (or (frame, state) entries) per tile; NT = 4*TF threads
+//   GB    Gaussians per tile in the per-state kernels (64 diagonal, 16 full)
+//   KCH   rows of z held in shared memory at once (KZ when it fits; long
+//         full-covariance z are walked in NCH = ceil(KZ/KCH) chunks)
+//   and, when FULL, the array PAIRS[p] = (i << 8) | j of packed index p (i >= j).
+//
+// Every Gaussian log-likelihood is one dot product (the GEMM formulation of
+// Vaněk et al. 2012 and Machlica et al. 2011):
+//   diagonal: z = [x, x², 1],             w = [μ/σ², −½/σ², gconst]
+//   full:     z = [x, x_i x_j (i ≥ j), 1], w = [Σ⁻¹μ, c_ij, gconst]
+//             with c_ii = −½ P_ii and c_ij = −P_ij (P = Σ⁻¹, Kaldi's packed
+//             lower triangle order)
+// and the EM statistics of a Gaussian are Σ γ z = [Σγx, Σγx² or Σγxxᵀ, Σγ]:
+// the accumulators' own layout, so one kernel serves both covariance kinds.
+//
+// Determinism: no atomics. Every sum runs in a fixed order; partial
+// statistics go to per-work-item slots and are reduced in item order in f64.
+
+#define LANES 64                 // states per block of the padded layout
+#define ZS (TF + 4)              // row stride of the k-major z tile (float4 aligned)
+#define TGG (GB / 16)            // Gaussians per thread in the log-likelihood tile
+#define SGW ((GB >= 64) ? 8 : 4) // Gaussians per thread in the statistics tile
+#define SG (GB / SGW)            // thread rows of the statistics tile
+#define NSX (NT / SG)            // thread columns of the statistics tile
+#define RK ((KZ + NSX - 1) / NSX)
+#define GS (GB + 4)              // row stride of the posterior tile
+#define NEG_BIG (-3.402823466e38f)
+#define NEG_INF __int_as_float(0xff800000)
+#define NCH ((KZ + KCH - 1) / KCH)
+
+// NVRTC has no standard headers: own names for these.
+typedef unsigned long long u64;
+__device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
+
+struct Item {
+    int state;  // state of the entries
+    int first;  // first entry
+    int count;  // entries (<= TF for log-likelihood items)
+    int gblock; // Gaussian block (statistics items)
+};
+
+struct Group {
+    int item_first;  // first statistics item of this (state, Gaussian block)
+    int item_count;
+    int gauss_first; // global index (state-major order) of its first Gaussian
+    int gauss_count; // real Gaussians in the block
+};
+
+// z_k(x) for k < KZ; row = one frame's D features.
+__device__ __forceinline__ float zval(const float* __restrict__ row, int k) {
+    if (k < D) return row[k];
+#if FULL
+    if (k < KZ - 1) {
+        unsigned p = PAIRS[k - D];
+        return row[p >> 8] * row[p & 255u];
+    }
+#else
+    if (k < 2 * D) {
+        float v = row[k - D];
+        return v * v;
+    }
+#endif
+    return 1.0f;
+}
+
+// Online log-sum-exp (running max m, scaled sum s). m starts at NEG_BIG (not
+// −∞) so virtual Gaussians (v = −∞) add exp(−∞) = 0 and never make NaN.
+__device__ __forceinline__ void lse_push(float& m, float& s, float v) {
+    float mn = fmaxf(m, v);
+    s = s * __expf(m - mn) + __expf(v - mn);
+    m = mn;
+}
+
+__device__ __forceinline__ void lse_merge(float& m, float& s, float mo, float so) {
+    float mn = fmaxf(m, mo);
+    s = s * __expf(m - mn) + so * __expf(mo - mn);
+    m = mn;
+}
+
+// Where a tile's z rows come from: `n` entries from `e0`, entry e reading
+// frame frame_of[e] (or e when frame_of is null).
+struct ZSrc {
+    const float* __restrict__ feats;
+    const unsigned* __restrict__ frame_of;
+    int e0, n;
+};
+
+// Fill rows [k0, k0+KCH) ∩ [0, KZ) of the k-major tile zs[k-k0][f] (and, if
+// zt is not null, of the frame-major copy zt[f][k-k0]); entries past n get
+// z = [0.., 1]. Call between barriers.
+__device__ __forceinline__ void load_z(float* zs, float* zt, const ZSrc& src, int k0) {
+    const int rows = imin(KCH, KZ - k0);
+    for (int el = threadIdx.x; el < rows * TF; el += NT) {
+        const int kk = el / TF, f = el % TF, k = k0 + kk;
+        float z = (k == KZ - 1) ? 1.0f : 0.0f;
+        if (f < src.n) {
+            const int e = src.e0 + f;
+            const u64 t = src.frame_of ? (u64)src.frame_of[e] : (u64)e;
+            z = zval(src.feats + t * D, k);
+        }
+        zs[kk * ZS + f] = z;
+        if (zt) zt[f * KCH + kk] = z;
+    }
+}
+
+// acc[i][j] += z(entry ty*4+i) · W[k*STRIDE + tx*TG + j] over all k.
+// With NCH == 1 the caller has loaded zs; otherwise the chunks are loaded
+// here (every thread of the CTA must call this together).
+template <int STRIDE, int TG>
+__device__ __forceinline__ void dot_tile(const float* __restrict__ Wt, float* zs, const ZSrc& src,
+                                         int tx, int ty, float acc[4][TG]) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < TG; ++j) acc[i][j] = 0.0f;
+    for (int k0 = 0; k0 < KZ; k0 += KCH) {
+        if (NCH > 1) {
+            __syncthreads();
+            load_z(zs, nullptr, src, k0);
+            __syncthreads();
+        }
+        const int rows = imin(KCH, KZ - k0);
+        const float* Wk = Wt + (u64)k0 * STRIDE + tx * TG;
+#pragma unroll 8
+        for (int kk = 0; kk < rows; ++kk) {
+            const float4 z = *reinterpret_cast<const float4*>(zs + kk * ZS + ty * 4);
+            const float zz[4] = {z.x, z.y, z.z, z.w};
+            float w[TG];
+            if (TG == 4) {
+                const float4 w4 = __ldg(reinterpret_cast<const float4*>(Wk + kk * STRIDE));
+                w[0] = w4.x;
+                w[1 % TG] = w4.y;
+                w[2 % TG] = w4.z;
+                w[3 % TG] = w4.w;
+            } else {
+#pragma unroll
+                for (int j = 0; j < TG; ++j) w[j] = __ldg(Wk + kk * STRIDE + j);
+            }
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+#pragma unroll
+                for (int j = 0; j < TG; ++j) acc[i][j] = fmaf(zz[i], w[j], acc[i][j]);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// State log-likelihoods on the padded 64-state blocks (Vaněk et al. 2012,
+// Algorithm 1): a CTA scores one block of 64 states against TF frames held in
+// shared memory. Each thread owns 4 states × 4 frames, walks the block's
+// Gaussian slots in order and keeps an online log-sum-exp per (frame, state).
+// W is in the papers' Fig. 2 order: [slot][k][lane], so the 16 threads of a
+// row read 64 consecutive floats (coalesced, float4).
+// Grid: (frame tiles, blocks). Dynamic shared memory: KCH*ZS floats.
+extern "C" __global__ void __launch_bounds__(NT) block_score(
+    const float* __restrict__ feats, int T, const float* __restrict__ W,
+    const int* __restrict__ block_off, const int* __restrict__ block_slots,
+    const int* __restrict__ lane_state, float* __restrict__ out, int S) {
+    extern __shared__ __align__(16) float smem[];
+    float* zs = smem;
+    const int t0 = blockIdx.x * TF, b = blockIdx.y, tid = threadIdx.x;
+    const ZSrc src = {feats, nullptr, t0, imin(TF, T - t0)};
+    if (NCH == 1) {
+        load_z(zs, nullptr, src, 0);
+        __syncthreads();
+    }
+    const int tx = tid & 15, ty = tid >> 4;
+    float m[4][4], s[4][4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            m[i][j] = NEG_BIG;
+            s[i][j] = 0.0f;
+        }
+    const int G = block_slots[b];
+    const float* Wg = W + (u64)block_off[b] * KZ * LANES;
+    for (int g = 0; g < G; ++g, Wg += (u64)KZ * LANES) {
+        float acc[4][4];
+        dot_tile<LANES, 4>(Wg, zs, src, tx, ty, acc);
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+            for (int j = 0; j < 4; ++j) lse_push(m[i][j], s[i][j], acc[i][j]);
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const int st = lane_state[b * LANES + tx * 4 + j];
+        if (st < 0) continue;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int t = t0 + ty * 4 + i;
+            if (t < T) out[(u64)t * S + st] = m[i][j] + logf(s[i][j]);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Per-state kernels. Gaussians of a state are stored in blocks of GB:
+// W[(state_gblock[s] + gb)][k][GB]; Gaussians past the state's count are zero
+// there and masked to −∞ here.
+
+// Per-component log-likelihoods of one state: out[e][g] (row length G).
+// Items: (state, first entry, count <= TF, Gaussian block).
+extern "C" __global__ void __launch_bounds__(NT) component_ll(
+    const float* __restrict__ feats, const Item* __restrict__ items, const float* __restrict__ W,
+    const int* __restrict__ state_gblock, const int* __restrict__ state_ng, float* __restrict__ out) {
+    extern __shared__ __align__(16) float smem[];
+    float* zs = smem;
+    const Item it = items[blockIdx.x];
+    const ZSrc src = {feats, nullptr, it.first, it.count};
+    if (NCH == 1) {
+        load_z(zs, nullptr, src, 0);
+        __syncthreads();
+    }
+    const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+    const int G = state_ng[it.state];
+    float acc[4][TGG];
+    dot_tile<GB, TGG>(W + (u64)(state_gblock[it.state] + it.gblock) * KZ * GB, zs, src, tx, ty, acc);
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < TGG; ++j) {
+            const int f = ty * 4 + i, g = it.gblock * GB + tx * TGG + j;
+            if (f < it.count && g < G) out[(u64)(it.first + f) * G + g] = acc[i][j];
+        }
+}
+
+// Pass 1 of the statistics (Machlica's γ̂ and L kernels fused): the
+// log-likelihood L_e of each (frame, state) entry over all the state's
+// Gaussians, and per item Σ weight·L in f64 (fixed order).
+// Items: (state, first entry, count <= TF, -).
+extern "C" __global__ void __launch_bounds__(NT) entry_loglike(
+    const float* __restrict__ feats, const unsigned* __restrict__ frame_of,
+    const float* __restrict__ weight_of, const Item* __restrict__ items,
+    const float* __restrict__ W, const int* __restrict__ state_gblock,
+    const int* __restrict__ state_ng, float* __restrict__ entry_ll, double* __restrict__ item_wll) {
+    extern __shared__ __align__(16) float smem[];
+    float* zs = smem;
+    __shared__ float ll[TF];
+    const Item it = items[blockIdx.x];
+    const ZSrc src = {feats, frame_of, it.first, it.count};
+    if (NCH == 1) {
+        load_z(zs, nullptr, src, 0);
+        __syncthreads();
+    }
+    const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+    const int G = state_ng[it.state];
+    const float* Wst = W + (u64)state_gblock[it.state] * KZ * GB;
+    float m[4], s[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        m[i] = NEG_BIG;
+        s[i] = 0.0f;
+    }
+    for (int gb = 0; gb * GB < G; ++gb) {
+        float acc[4][TGG];
+        dot_tile<GB, TGG>(Wst + (u64)gb * KZ * GB, zs, src, tx, ty, acc);
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+            for (int j = 0; j < TGG; ++j) {
+                const int g = gb * GB + tx * TGG + j;
+                lse_push(m[i], s[i], g < G ? acc[i][j] : NEG_INF);
+            }
+    }
+    // Combine the 16 threads of a row (lanes differing in the low 4 bits);
+    // the merge is symmetric, so every lane ends with the same bits.
+#pragma unroll
+    for (int off = 8; off >= 1; off >>= 1)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const float mo = __shfl_xor_sync(0xffffffffu, m[i], off);
+            const float so = __shfl_xor_sync(0xffffffffu, s[i], off);
+            lse_merge(m[i], s[i], mo, so);
+        }
+    if (tx == 0) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int f = ty * 4 + i;
+            const float l = m[i] + logf(s[i]);
+            ll[f] = l;
+            if (f < it.count) entry_ll[it.first + f] = l;
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double sum = 0.0;
+        for (int f = 0; f < it.count; ++f)
+            sum += (double)(weight_of ? weight_of[it.first + f] : 1.0f) * (double)ll[f];
+        item_wll[blockIdx.x] = sum;
+    }
+}
+
+// Pass 2 (Machlica's γ and ε kernels fused): for up to `count` entries of one
+// state and one block of GB Gaussians, γ = weight·exp(γ̂ − L) in shared memory
+// tile by tile, and the statistics Σγz: in registers when z fits in one chunk
+// (NCH == 1), else added chunk by chunk into this item's slot in global
+// memory. Either way the result lands in partial[item][GB][KZ], this item's
+// own slot (no atomics).
+// Items: (state, first entry, count, Gaussian block).
+// Dynamic shared memory: KCH*ZS + TF*KCH + TF*GS floats.
+extern "C" __global__ void __launch_bounds__(NT) accum_stats(
+    const float* __restrict__ feats, const unsigned* __restrict__ frame_of,
+    const float* __restrict__ weight_of, const float* __restrict__ entry_ll,
+    const Item* __restrict__ items, const float* __restrict__ W,
+    const int* __restrict__ state_gblock, const int* __restrict__ state_ng,
+    float* __restrict__ partial) {
+    extern __shared__ __align__(16) float smem[];
+    float* zs = smem;
+    float* zt = zs + KCH * ZS;
+    float* gs = zt + TF * KCH;
+    const Item it = items[blockIdx.x];
+    const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
+    const int G = state_ng[it.state];
+    const float* Wgb = W + (u64)(state_gblock[it.state] + it.gblock) * KZ * GB;
+    float* p = partial + (u64)blockIdx.x * GB * KZ;
+#if NCH == 1
+    const int sy = tid / NSX, sx = tid % NSX;
+    float sacc[SGW][RK];
+#pragma unroll
+    for (int j = 0; j < SGW; ++j)
+#pragma unroll
+        for (int r = 0; r < RK; ++r) sacc[j][r] = 0.0f;
+#endif
+
+    for (int sub = 0; sub < it.count; sub += TF) {
+        const int n = imin(TF, it.count - sub), e0 = it.first + sub;
+        const ZSrc src = {feats, frame_of, e0, n};
+        __syncthreads();
+        if (NCH == 1) {
+            load_z(zs, zt, src, 0);
+            __syncthreads();
+        }
+        float acc[4][TGG];
+        dot_tile<GB, TGG>(Wgb, zs, src, tx, ty, acc);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int f = ty * 4 + i;
+            float l = 0.0f, w = 0.0f;
+            if (f < n) {
+                l = entry_ll[e0 + f];
+                w = weight_of ? weight_of[e0 + f] : 1.0f;
+            }
+#pragma unroll
+            for (int j = 0; j < TGG; ++j) {
+                const int g = it.gblock * GB + tx * TGG + j;
+                gs[f * GS + tx * TGG + j] = (f < n && g < G) ? w * __expf(acc[i][j] - l) : 0.0f;
+            }
+        }
+        __syncthreads();
+#if NCH == 1
+        for (int f = 0; f < TF; ++f) {
+            float gg[SGW];
+#pragma unroll
+            for (int q = 0; q < SGW; q += 4) {
+                const float4 v = *reinterpret_cast<const float4*>(gs + f * GS + sy * SGW + q);
+                gg[q] = v.x;
+                gg[q + 1] = v.y;
+                gg[q + 2] = v.z;
+                gg[q + 3] = v.w;
+            }
+#pragma unroll
+            for (int r = 0; r < RK; ++r) {
+                const int k = sx + NSX * r;
+                if (k < KZ) {
+                    const float z = zt[f * KCH + k];
+#pragma unroll
+                    for (int j = 0; j < SGW; ++j) sacc[j][r] = fmaf(gg[j], z, sacc[j][r]);
+                }
+            }
+        }
+#else
+        for (int k0 = 0; k0 < KZ; k0 += KCH) {
+            __syncthreads();
+            load_z(zs, zt, src, k0);
+            __syncthreads();
+            const int rows = imin(KCH, KZ - k0);
+            for (int el = tid; el < GB * rows; el += NT) {
+                const int g = el / rows, kk = el % rows;
+                float v = 0.0f;
+                for (int f = 0; f < TF; ++f) v = fmaf(gs[f * GS + g], zt[f * KCH + kk], v);
+                float* q = p + (u64)g * KZ + k0 + kk;
+                *q = (sub == 0) ? v : *q + v;
+            }
+        }
+#endif
+    }
+#if NCH == 1
+#pragma unroll
+    for (int j = 0; j < SGW; ++j)
+#pragma unroll
+        for (int r = 0; r < RK; ++r) {
+            const int k = sx + NSX * r;
+            if (k < KZ) p[(sy * SGW + j) * KZ + k] = sacc[j][r];
+        }
+#endif
+}
+
+// Sum the statistics items of each (state, Gaussian block) in item order, in
+// f64, into the model's accumulator acc[gaussian][KZ]. One CTA per group.
+extern "C" __global__ void reduce_partials(const float* __restrict__ partial,
+                                           const Group* __restrict__ groups,
+                                           double* __restrict__ acc) {
+    const Group gr = groups[blockIdx.x];
+    for (int el = threadIdx.x; el < gr.gauss_count * KZ; el += blockDim.x) {
+        const int g = el / KZ, k = el % KZ;
+        double sum = 0.0;
+        for (int i = 0; i < gr.item_count; ++i)
+            sum += (double)partial[((u64)(gr.item_first + i) * GB + g) * KZ + k];
+        acc[(u64)(gr.gauss_first + g) * KZ + k] += sum;
+    }
+}
+
+// total += Σ v[0..n) in a fixed order (one CTA of 256 threads: contiguous
+// per-thread ranges, then a fixed tree).
+extern "C" __global__ void sum_f64(const double* __restrict__ v, int n, double* __restrict__ total) {
+    __shared__ double part[256];
+    const int tid = threadIdx.x;
+    const int per = (n + 255) / 256;
+    double s = 0.0;
+    for (int i = tid * per; i < imin(n, (tid + 1) * per); ++i) s += v[i];
+    part[tid] = s;
+    __syncthreads();
+    for (int w = 128; w >= 1; w >>= 1) {
+        if (tid < w) part[tid] += part[tid + w];
+        __syncthreads();
+    }
+    if (tid == 0) *total += part[0];
+}

@@ -1,0 +1,271 @@
+//! Run-time compilation of `kernels/gmm.cu` with NVRTC, specialised per model
+//! shape (dimension, covariance kind: loop bounds and register tiles become
+//! compile-time constants), and a PTX cache on disk so a shape compiles once per
+//! machine: `$AMTOOL_CACHE_DIR`, else `$XDG_CACHE_HOME/amtool`, else
+//! `~/.cache/amtool`, one file per key (hash of the source, the shape, the
+//! architecture and the NVRTC version). A cache that cannot be read or written
+//! is skipped silently: it only saves time.
+
+use std::path::PathBuf;
+
+use cudarc::nvrtc::{CompileOptions, Ptx};
+
+use crate::model::CovKind;
+use crate::{Error, Result};
+
+/// The kernel source, embedded in the binary (no nvcc at build time).
+pub const GMM_SOURCE: &str = include_str!("../../../kernels/gmm.cu");
+
+/// The compile-time constants of one kernel specialisation (see the macros at
+/// the top of `kernels/gmm.cu`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KernelShape {
+    pub dim: usize,
+    pub kind: CovKind,
+    /// Frames per tile; threads per CTA are `4 * tf`.
+    pub tf: usize,
+    /// Gaussians per tile in the per-state kernels.
+    pub gb: usize,
+    /// Rows of z held in shared memory at once.
+    pub kch: usize,
+}
+
+impl std::hash::Hash for KernelShape {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        (
+            self.dim,
+            self.kind == CovKind::Full,
+            self.tf,
+            self.gb,
+            self.kch,
+        )
+            .hash(h);
+    }
+}
+
+/// Shared memory a kernel may take (H100/A100 allow 227/163 KB per block;
+/// staying under 200 KB leaves room for the static arrays).
+const SMEM_BUDGET: usize = 200 * 1024;
+
+impl KernelShape {
+    /// The default tiling for a model: 64-frame tiles (256 threads) for
+    /// diagonal models; full covariances have a long z (D + D(D+1)/2 + 1), so
+    /// 32-frame tiles keep the z tile in shared memory.
+    pub fn for_model(dim: usize, kind: CovKind) -> Self {
+        let tf_env = std::env::var("AMTOOL_CUDA_TF")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok());
+        let tf = match (tf_env, kind) {
+            (Some(t), _) if t == 32 || t == 64 => t,
+            (_, CovKind::Diagonal) => 64,
+            (_, CovKind::Full) => 32,
+        };
+        let gb = match kind {
+            CovKind::Diagonal => 64,
+            CovKind::Full => 16,
+        };
+        KernelShape::new(dim, kind, tf, gb)
+    }
+
+    /// A shape with the z chunk chosen to fit [`SMEM_BUDGET`].
+    pub fn new(dim: usize, kind: CovKind, tf: usize, gb: usize) -> Self {
+        let kzv = kz(dim, kind);
+        let max_rows = (SMEM_BUDGET / 4 - tf * (gb + 4)) / (2 * tf + 4);
+        let chunks = kzv.div_ceil(max_rows);
+        let kch = kzv.div_ceil(chunks);
+        KernelShape {
+            dim,
+            kind,
+            tf,
+            gb,
+            kch,
+        }
+    }
+
+    /// Chunks of z per dot product.
+    pub fn chunks(&self) -> usize {
+        self.kz().div_ceil(self.kch)
+    }
+
+    /// Length of the expanded feature z(x), the constant 1 included.
+    pub fn kz(&self) -> usize {
+        kz(self.dim, self.kind)
+    }
+
+    pub fn threads(&self) -> usize {
+        4 * self.tf
+    }
+
+    /// Dynamic shared memory of `block_score`, `component_ll` and `entry_loglike`.
+    pub fn smem_score(&self) -> usize {
+        self.kch * (self.tf + 4) * 4
+    }
+
+    /// Dynamic shared memory of `accum_stats`.
+    pub fn smem_stats(&self) -> usize {
+        (self.kch * (self.tf + 4) + self.tf * self.kch + self.tf * (self.gb + 4)) * 4
+    }
+
+    /// The `#define`s (and, for full covariances, the pair table) put in front
+    /// of the source.
+    pub fn prelude(&self) -> String {
+        let mut s = format!(
+            "#define D {}\n#define KZ {}\n#define FULL {}\n#define TF {}\n#define NT {}\n#define GB {}\n#define KCH {}\n",
+            self.dim,
+            self.kz(),
+            u8::from(self.kind == CovKind::Full),
+            self.tf,
+            self.threads(),
+            self.gb,
+            self.kch
+        );
+        if self.kind == CovKind::Full {
+            s.push_str("__device__ const unsigned short PAIRS[] = {");
+            for i in 0..self.dim {
+                for j in 0..=i {
+                    s.push_str(&format!("{},", (i << 8) | j));
+                }
+            }
+            s.push_str("};\n");
+        }
+        s
+    }
+}
+
+/// Length of z(x): diagonal `[x, x², 1]`, full `[x, x_i x_j (i ≥ j), 1]`.
+pub fn kz(dim: usize, kind: CovKind) -> usize {
+    match kind {
+        CovKind::Diagonal => 2 * dim + 1,
+        CovKind::Full => dim + dim * (dim + 1) / 2 + 1,
+    }
+}
+
+/// The largest dimension the kernels take (the pair table packs indices in a byte).
+pub const MAX_DIM: usize = 255;
+
+/// FNV-1a, 64 bits: a stable hash for cache keys (std's hasher may change
+/// between Rust releases).
+pub fn fnv1a(parts: &[&[u8]]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for p in parts {
+        for &b in *p {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        h ^= 0xff;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+fn cache_dir() -> Option<PathBuf> {
+    if let Some(d) = std::env::var_os("AMTOOL_CACHE_DIR") {
+        return Some(PathBuf::from(d));
+    }
+    if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
+        return Some(PathBuf::from(d).join("amtool"));
+    }
+    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache").join("amtool"))
+}
+
+/// NVRTC's version as (major, minor).
+pub fn nvrtc_version() -> Result<(i32, i32)> {
+    let (mut major, mut minor) = (0i32, 0i32);
+    // SAFETY: plain out-parameters; the library was found by the caller.
+    let r = unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
+    if r != cudarc::nvrtc::sys::nvrtcResult::NVRTC_SUCCESS {
+        return Err(Error::Engine(format!("nvrtcVersion failed: {r:?}")));
+    }
+    Ok((major, minor))
+}
+
+/// PTX for `shape` on a device of compute capability `cc`, from the disk cache
+/// or compiled now.
+pub fn ptx_for(shape: &KernelShape, cc: (i32, i32)) -> Result<Ptx> {
+    let src = format!("{}{}", shape.prelude(), GMM_SOURCE);
+    let arch = format!("compute_{}{}", cc.0, cc.1);
+    let (vmaj, vmin) = nvrtc_version()?;
+    let key = fnv1a(&[
+        src.as_bytes(),
+        arch.as_bytes(),
+        format!("nvrtc{vmaj}.{vmin}").as_bytes(),
+    ]);
+    let path = cache_dir().map(|d| d.join(format!("gmm-{key:016x}.ptx")));
+    if let Some(p) = &path {
+        if let Ok(text) = std::fs::read_to_string(p) {
+            if text.contains(".entry") {
+                return Ok(Ptx::from_src(text));
+            }
+        }
+    }
+    let opts = CompileOptions {
+        options: vec![format!("--gpu-architecture={arch}"), "--std=c++17".into()],
+        ..Default::default()
+    };
+    let ptx = cudarc::nvrtc::compile_ptx_with_opts(&src, opts).map_err(|e| {
+        Error::Engine(format!(
+            "NVRTC failed to compile kernels/gmm.cu for {arch}: {e:?}"
+        ))
+    })?;
+    if let Some(p) = &path {
+        store(p, &ptx.to_src());
+    }
+    Ok(ptx)
+}
+
+/// Write the cache file atomically (temp file + rename); errors are ignored.
+fn store(path: &std::path::Path, text: &str) {
+    let Some(dir) = path.parent() else { return };
+    if std::fs::create_dir_all(dir).is_err() {
+        return;
+    }
+    if let Ok(mut tmp) = tempfile::NamedTempFile::new_in(dir) {
+        use std::io::Write;
+        if tmp.write_all(text.as_bytes()).is_ok() {
+            let _ = tmp.persist(path);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kz_counts_the_constant() {
+        assert_eq!(kz(40, CovKind::Diagonal), 81);
+        assert_eq!(kz(36, CovKind::Full), 36 + 666 + 1);
+    }
+
+    #[test]
+    fn prelude_lists_every_pair_in_packed_order() {
+        let s = KernelShape::new(3, CovKind::Full, 32, 16);
+        let p = s.prelude();
+        // (0,0) (1,0) (1,1) (2,0) (2,1) (2,2)
+        assert!(p.contains("PAIRS[] = {0,256,257,512,513,514,};"), "{p}");
+        assert!(p.contains("#define KZ 10\n"));
+        assert!(p.contains("#define NT 128\n"));
+    }
+
+    #[test]
+    fn cache_key_changes_with_any_part() {
+        let a = fnv1a(&[b"src", b"compute_90"]);
+        assert_ne!(a, fnv1a(&[b"src", b"compute_80"]));
+        assert_ne!(a, fnv1a(&[b"sr", b"ccompute_90"]));
+        assert_eq!(a, fnv1a(&[b"src", b"compute_90"]));
+    }
+
+    #[test]
+    fn shared_memory_fits_an_h100_for_the_benchmark_shapes() {
+        for d in 1..=80 {
+            for kind in [CovKind::Diagonal, CovKind::Full] {
+                let s = KernelShape::for_model(d, kind);
+                assert!(s.smem_stats() <= SMEM_BUDGET, "{s:?}: {}", s.smem_stats());
+                assert!(s.kch * s.chunks() >= s.kz() && s.kch <= s.kz());
+            }
+        }
+        // The benchmark shapes keep z in one chunk.
+        assert_eq!(KernelShape::for_model(40, CovKind::Diagonal).chunks(), 1);
+        assert_eq!(KernelShape::for_model(36, CovKind::Full).chunks(), 1);
+    }
+}

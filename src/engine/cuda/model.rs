@@ -1,0 +1,807 @@
+//! A model laid out on the GPU, and the [`LoadedModel`] functions.
+//!
+//! Two device layouts, each built on first use:
+//! - the padded 64-state blocks of Vaněk et al. for `state_loglikes`: states
+//!   sorted by Gaussian count (descending, stable), 64 per block, each block
+//!   padded to its largest count with virtual Gaussians (gconst −∞), weights
+//!   in the papers' Fig. 2 order `[slot][k][lane]`;
+//! - per state, Gaussians in blocks of `GB` as `[block][k][GB]`, for the
+//!   statistics and per-component log-likelihoods, where the frames of one
+//!   state are scored against that state only.
+//!
+//! Features stream through two pinned host buffers and two device buffers:
+//! the copy of chunk i+1 (on its own stream) overlaps the kernels of chunk i.
+//! Statistics: per chunk, the kernels write per-item partial sums that a
+//! reduction adds in item order, in f64, into device accumulators; the host
+//! adds those into the caller's [`ModelAccumulators`] at the end. The chunk
+//! size is fixed (`CHUNK_FRAMES`, halved only when device memory is short), so
+//! the same inputs give the same bits run after run.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, CudaView, LaunchConfig, PinnedHostSlice, PushKernelArg};
+
+use super::compile::KernelShape;
+use super::plan::{self, PlanShape};
+use super::{driver_err, CudaEngine, Kernels};
+use crate::engine::{FrameBatch, FrameTargets, LoadedModel};
+use crate::model::{AcousticModel, CovKind};
+use crate::stats::ModelAccumulators;
+use crate::{Error, Result};
+
+/// States per block of the padded layout (the kernels' LANES).
+pub const BLOCK_STATES: usize = 64;
+/// Frames per streamed chunk (a multiple of every tile and item size).
+pub const CHUNK_FRAMES: usize = 1 << 20;
+/// Entries per statistics work item.
+pub const ITEM_ENTRIES: usize = 4096;
+
+/// The padded-block layout on the device.
+struct BlockDev {
+    w: CudaSlice<f32>,
+    off: CudaSlice<i32>,
+    slots: CudaSlice<i32>,
+    lane_state: CudaSlice<i32>,
+    blocks: usize,
+    padded_gaussians: usize,
+}
+
+/// The per-state layout on the device.
+struct StateDev {
+    w: CudaSlice<f32>,
+    gblock: CudaSlice<i32>,
+    ng: CudaSlice<i32>,
+}
+
+/// Streaming buffers: two pinned host buffers and two device buffers.
+struct Stream {
+    frames: usize,
+    pinned: [PinnedHostSlice<f32>; 2],
+    dev: [CudaSlice<f32>; 2],
+}
+
+/// A model on the GPU.
+pub struct CudaModel<'e> {
+    eng: &'e CudaEngine,
+    k: Arc<Kernels>,
+    model: AcousticModel,
+    kz: usize,
+    state_ng: Vec<usize>,
+    state_first: Vec<usize>,
+    total_gaussians: usize,
+    blk: Option<BlockDev>,
+    st: Option<StateDev>,
+    acc64: Option<CudaSlice<f64>>,
+    streaming: Option<Stream>,
+}
+
+/// Weight vector w of Gaussian `g` of `state` (see `kernels/gmm.cu`): the
+/// log-likelihood is z(x)·w.
+fn weights_row(model: &AcousticModel, state: usize, g: usize, out: &mut [f32]) {
+    let d = model.dim;
+    let s = &model.states[state];
+    out[..d].copy_from_slice(&s.means_invvars[g * d..(g + 1) * d]);
+    match model.kind {
+        CovKind::Diagonal => {
+            for (o, &iv) in out[d..2 * d]
+                .iter_mut()
+                .zip(&s.inv_vars[g * d..(g + 1) * d])
+            {
+                *o = -0.5 * iv;
+            }
+        }
+        CovKind::Full => {
+            let v = d * (d + 1) / 2;
+            let p = &s.inv_vars[g * v..(g + 1) * v];
+            let mut idx = 0;
+            for i in 0..d {
+                for j in 0..=i {
+                    out[d + idx] = if i == j { -0.5 * p[idx] } else { -p[idx] };
+                    idx += 1;
+                }
+            }
+        }
+    }
+    let last = out.len() - 1;
+    out[last] = s.gconsts[g];
+}
+
+fn check_dim(what: &str, got: usize, want: usize) -> Result<()> {
+    if got != want {
+        return Err(Error::Mismatch(format!(
+            "{what}: features have dimension {got}, the model {want}"
+        )));
+    }
+    Ok(())
+}
+
+impl<'e> CudaModel<'e> {
+    pub fn new(eng: &'e CudaEngine, model: &AcousticModel) -> Result<Self> {
+        if model.dim == 0 || model.dim > super::compile::MAX_DIM {
+            return Err(Error::Engine(format!(
+                "the CUDA engine takes dimensions 1..={}, the model has {}",
+                super::compile::MAX_DIM,
+                model.dim
+            )));
+        }
+        let vlen = model.inv_var_len();
+        for (s, st) in model.states.iter().enumerate() {
+            let m = st.num_components();
+            if st.means_invvars.len() != m * model.dim
+                || st.inv_vars.len() != m * vlen
+                || st.weights.len() != m
+            {
+                return Err(Error::Mismatch(format!(
+                    "state {s}: parameter arrays do not match {m} components"
+                )));
+            }
+        }
+        let shape = KernelShape::for_model(model.dim, model.kind);
+        let k = eng.kernels(shape)?;
+        let state_ng: Vec<usize> = model.states.iter().map(|s| s.num_components()).collect();
+        let mut state_first = Vec::with_capacity(state_ng.len());
+        let mut total = 0;
+        for &n in &state_ng {
+            state_first.push(total);
+            total += n;
+        }
+        Ok(CudaModel {
+            eng,
+            k,
+            model: model.clone(),
+            kz: shape.kz(),
+            state_ng,
+            state_first,
+            total_gaussians: total,
+            blk: None,
+            st: None,
+            acc64: None,
+            streaming: None,
+        })
+    }
+
+    pub fn shape(&self) -> KernelShape {
+        self.k.shape
+    }
+
+    /// Real and padded Gaussians of the 64-state block layout (padding overhead
+    /// = padded / real − 1).
+    pub fn block_padding(&mut self) -> Result<(usize, usize)> {
+        self.ensure_blocks()?;
+        let b = self
+            .blk
+            .as_ref()
+            .ok_or_else(|| Error::Engine("block layout missing".into()))?;
+        Ok((self.total_gaussians, b.padded_gaussians))
+    }
+
+    fn ensure_blocks(&mut self) -> Result<()> {
+        if self.blk.is_some() {
+            return Ok(());
+        }
+        let s = &self.eng.stream;
+        let kz = self.kz;
+        let mut order: Vec<usize> = (0..self.state_ng.len()).collect();
+        order.sort_by(|&a, &b| self.state_ng[b].cmp(&self.state_ng[a]));
+        let blocks = order.len().div_ceil(BLOCK_STATES);
+        let mut off = Vec::with_capacity(blocks);
+        let mut slots = Vec::with_capacity(blocks);
+        let mut total = 0usize;
+        for b in 0..blocks {
+            let g = order[b * BLOCK_STATES..((b + 1) * BLOCK_STATES).min(order.len())]
+                .iter()
+                .map(|&s| self.state_ng[s])
+                .max()
+                .unwrap_or(0);
+            off.push(total as i32);
+            slots.push(g as i32);
+            total += g;
+        }
+        let mut w = vec![0f32; total * kz * BLOCK_STATES];
+        // Virtual Gaussians: gconst −∞ (the last element of w).
+        for slot in 0..total {
+            for lane in 0..BLOCK_STATES {
+                w[((slot * kz) + kz - 1) * BLOCK_STATES + lane] = f32::NEG_INFINITY;
+            }
+        }
+        let mut lane_state = vec![-1i32; blocks * BLOCK_STATES];
+        let mut row = vec![0f32; kz];
+        for (p, &state) in order.iter().enumerate() {
+            let (b, lane) = (p / BLOCK_STATES, p % BLOCK_STATES);
+            lane_state[p] = state as i32;
+            for g in 0..self.state_ng[state] {
+                weights_row(&self.model, state, g, &mut row);
+                let base = (off[b] as usize + g) * kz;
+                for (k, &v) in row.iter().enumerate() {
+                    w[(base + k) * BLOCK_STATES + lane] = v;
+                }
+            }
+        }
+        let e = driver_err("uploading the model");
+        self.blk = Some(BlockDev {
+            w: s.clone_htod(&w).map_err(&e)?,
+            off: s.clone_htod(&off).map_err(&e)?,
+            slots: s.clone_htod(&slots).map_err(&e)?,
+            lane_state: s.clone_htod(&lane_state).map_err(&e)?,
+            blocks,
+            padded_gaussians: total * BLOCK_STATES,
+        });
+        Ok(())
+    }
+
+    fn ensure_states(&mut self) -> Result<()> {
+        if self.st.is_some() {
+            return Ok(());
+        }
+        let gb = self.k.shape.gb;
+        let kz = self.kz;
+        let mut gblock = Vec::with_capacity(self.state_ng.len());
+        let mut total = 0usize;
+        for &n in &self.state_ng {
+            gblock.push(total as i32);
+            total += n.div_ceil(gb);
+        }
+        let mut w = vec![0f32; total * kz * gb];
+        let mut row = vec![0f32; kz];
+        for (state, &n) in self.state_ng.iter().enumerate() {
+            for g in 0..n {
+                weights_row(&self.model, state, g, &mut row);
+                let base = (gblock[state] as usize + g / gb) * kz * gb + g % gb;
+                for (k, &v) in row.iter().enumerate() {
+                    w[base + k * gb] = v;
+                }
+            }
+        }
+        let ng: Vec<i32> = self.state_ng.iter().map(|&n| n as i32).collect();
+        let s = &self.eng.stream;
+        let e = driver_err("uploading the model");
+        self.st = Some(StateDev {
+            w: s.clone_htod(&w).map_err(&e)?,
+            gblock: s.clone_htod(&gblock).map_err(&e)?,
+            ng: s.clone_htod(&ng).map_err(&e)?,
+        });
+        Ok(())
+    }
+
+    /// Frames per chunk: `CHUNK_FRAMES`, halved while the buffers a chunk needs
+    /// would take more than half the free device memory.
+    fn chunk_frames(&self, frames: usize, bytes_per_frame: usize) -> Result<usize> {
+        let (free, _) = self.eng.memory()?;
+        let mut nf = CHUNK_FRAMES;
+        while nf > ITEM_ENTRIES && nf * bytes_per_frame > free / 2 {
+            nf /= 2;
+        }
+        Ok(nf.min(frames.max(1)))
+    }
+
+    fn ensure_streaming(&mut self, frames: usize) -> Result<()> {
+        if self.streaming.as_ref().is_some_and(|s| s.frames >= frames) {
+            return Ok(());
+        }
+        self.streaming = None;
+        let n = frames * self.model.dim;
+        let e = driver_err("allocating streaming buffers");
+        // SAFETY: the buffers are written before they are read.
+        let pinned = unsafe {
+            [
+                self.eng.ctx.alloc_pinned::<f32>(n).map_err(&e)?,
+                self.eng.ctx.alloc_pinned::<f32>(n).map_err(&e)?,
+            ]
+        };
+        let dev = [
+            self.eng.stream.alloc_zeros::<f32>(n).map_err(&e)?,
+            self.eng.stream.alloc_zeros::<f32>(n).map_err(&e)?,
+        ];
+        self.streaming = Some(Stream {
+            frames,
+            pinned,
+            dev,
+        });
+        Ok(())
+    }
+
+    /// Copy frames `[c0, c1)` into streaming buffer `b` (on the copy stream).
+    fn stage(&mut self, feats: &FrameBatch<'_>, c0: usize, c1: usize, b: usize) -> Result<()> {
+        let d = feats.dim;
+        let st = self
+            .streaming
+            .as_mut()
+            .ok_or_else(|| Error::Engine("streaming buffers missing".into()))?;
+        let host = st.pinned[b]
+            .as_mut_slice()
+            .map_err(driver_err("pinned buffer"))?;
+        host[..(c1 - c0) * d].copy_from_slice(&feats.data[c0 * d..c1 * d]);
+        self.eng
+            .copy_stream
+            .memcpy_htod(&st.pinned[b], &mut st.dev[b])
+            .map_err(driver_err("copying features"))?;
+        Ok(())
+    }
+
+    /// Enqueue `block_score` for `n` frames on the device; `out` gets n × S.
+    fn launch_block_score(
+        &self,
+        feats: &CudaView<'_, f32>,
+        n: usize,
+        out: &mut CudaSlice<f32>,
+    ) -> Result<()> {
+        let blk = self
+            .blk
+            .as_ref()
+            .ok_or_else(|| Error::Engine("block layout missing".into()))?;
+        let sh = self.k.shape;
+        let cfg = LaunchConfig {
+            grid_dim: (n.div_ceil(sh.tf) as u32, blk.blocks as u32, 1),
+            block_dim: (sh.threads() as u32, 1, 1),
+            shared_mem_bytes: sh.smem_score() as u32,
+        };
+        let (t, s) = (n as i32, self.state_ng.len() as i32);
+        let mut lb = self.eng.stream.launch_builder(&self.k.block_score);
+        lb.arg(feats)
+            .arg(&t)
+            .arg(&blk.w)
+            .arg(&blk.off)
+            .arg(&blk.slots)
+            .arg(&blk.lane_state)
+            .arg(out)
+            .arg(&s);
+        // SAFETY: argument types and counts match the kernel; sizes were checked.
+        unsafe { lb.launch(cfg) }.map_err(driver_err("block_score"))?;
+        Ok(())
+    }
+
+    /// Zero the device accumulators.
+    fn begin_stats(&mut self) -> Result<CudaSlice<f64>> {
+        let n = self.total_gaussians * self.kz;
+        let s = &self.eng.stream;
+        match self.acc64.take() {
+            Some(mut a) if a.len() == n => {
+                s.memset_zeros(&mut a)
+                    .map_err(driver_err("zeroing accumulators"))?;
+                Ok(a)
+            }
+            _ => s
+                .alloc_zeros::<f64>(n.max(1))
+                .map_err(driver_err("allocating accumulators")),
+        }
+    }
+
+    /// Enqueue the statistics of frames `[c0, c1)` of the batch, whose rows
+    /// are in `feats` (row 0 = frame c0). Returns Σ weight of the entries.
+    fn stats_chunk(
+        &self,
+        feats: &CudaView<'_, f32>,
+        targets: &FrameTargets<'_>,
+        c0: usize,
+        c1: usize,
+        acc64: &mut CudaSlice<f64>,
+        total: &mut CudaSlice<f64>,
+    ) -> Result<f64> {
+        let sh = self.k.shape;
+        let st = self
+            .st
+            .as_ref()
+            .ok_or_else(|| Error::Engine("state layout missing".into()))?;
+        let p = plan::plan(
+            targets,
+            c0,
+            c1,
+            &PlanShape {
+                tile: sh.tf,
+                chunk: ITEM_ENTRIES,
+                gblock: sh.gb,
+                state_gaussians: &self.state_ng,
+                state_first_gaussian: &self.state_first,
+            },
+        );
+        if p.entries == 0 || p.ll_items.is_empty() {
+            return Ok(p.total_weight);
+        }
+        let s = &self.eng.stream;
+        let e = driver_err("uploading the work plan");
+        let flat = |v: &[[i32; 4]]| v.iter().flatten().copied().collect::<Vec<i32>>();
+        let frame_of = p
+            .frame_of
+            .as_ref()
+            .map(|v| s.clone_htod(v))
+            .transpose()
+            .map_err(&e)?;
+        let weight_of = p
+            .weight_of
+            .as_ref()
+            .map(|v| s.clone_htod(v))
+            .transpose()
+            .map_err(&e)?;
+        let ll_items = s.clone_htod(&flat(&p.ll_items)).map_err(&e)?;
+        let mut entry_ll = s.alloc_zeros::<f32>(p.entries).map_err(&e)?;
+        let mut item_wll = s.alloc_zeros::<f64>(p.ll_items.len()).map_err(&e)?;
+        let null = 0u64;
+        let threads = (sh.threads() as u32, 1, 1);
+
+        let mut lb = s.launch_builder(&self.k.entry_loglike);
+        lb.arg(feats);
+        match &frame_of {
+            Some(f) => lb.arg(f),
+            None => lb.arg(&null),
+        };
+        match &weight_of {
+            Some(w) => lb.arg(w),
+            None => lb.arg(&null),
+        };
+        lb.arg(&ll_items)
+            .arg(&st.w)
+            .arg(&st.gblock)
+            .arg(&st.ng)
+            .arg(&mut entry_ll)
+            .arg(&mut item_wll);
+        let cfg = LaunchConfig {
+            grid_dim: (p.ll_items.len() as u32, 1, 1),
+            block_dim: threads,
+            shared_mem_bytes: sh.smem_score() as u32,
+        };
+        // SAFETY: argument types and counts match the kernel.
+        unsafe { lb.launch(cfg) }.map_err(driver_err("entry_loglike"))?;
+
+        let n_items = item_wll.len() as i32;
+        let mut lb = s.launch_builder(&self.k.sum_f64);
+        lb.arg(&item_wll).arg(&n_items).arg(&mut *total);
+        let cfg = LaunchConfig {
+            grid_dim: (1, 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: as above.
+        unsafe { lb.launch(cfg) }.map_err(driver_err("sum_f64"))?;
+
+        if !p.acc_items.is_empty() {
+            let acc_items = s.clone_htod(&flat(&p.acc_items)).map_err(&e)?;
+            let groups = s.clone_htod(&flat(&p.groups)).map_err(&e)?;
+            let mut partial = s
+                .alloc_zeros::<f32>(p.acc_items.len() * sh.gb * self.kz)
+                .map_err(&e)?;
+            let mut lb = s.launch_builder(&self.k.accum_stats);
+            lb.arg(feats);
+            match &frame_of {
+                Some(f) => lb.arg(f),
+                None => lb.arg(&null),
+            };
+            match &weight_of {
+                Some(w) => lb.arg(w),
+                None => lb.arg(&null),
+            };
+            lb.arg(&entry_ll)
+                .arg(&acc_items)
+                .arg(&st.w)
+                .arg(&st.gblock)
+                .arg(&st.ng)
+                .arg(&mut partial);
+            let cfg = LaunchConfig {
+                grid_dim: (p.acc_items.len() as u32, 1, 1),
+                block_dim: threads,
+                shared_mem_bytes: sh.smem_stats() as u32,
+            };
+            // SAFETY: as above.
+            unsafe { lb.launch(cfg) }.map_err(driver_err("accum_stats"))?;
+
+            let mut lb = s.launch_builder(&self.k.reduce_partials);
+            lb.arg(&partial).arg(&groups).arg(&mut *acc64);
+            let cfg = LaunchConfig {
+                grid_dim: (p.groups.len() as u32, 1, 1),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            // SAFETY: as above.
+            unsafe { lb.launch(cfg) }.map_err(driver_err("reduce_partials"))?;
+        }
+        Ok(p.total_weight)
+    }
+
+    /// Download the device accumulators and add them into `acc`.
+    fn finish_stats(
+        &mut self,
+        acc64: CudaSlice<f64>,
+        total: &CudaSlice<f64>,
+        weight: f64,
+        acc: &mut ModelAccumulators,
+    ) -> Result<f64> {
+        let s = &self.eng.stream;
+        let sums = s
+            .clone_dtoh(&acc64)
+            .map_err(driver_err("downloading statistics"))?;
+        let tot = s
+            .clone_dtoh(total)
+            .map_err(driver_err("downloading statistics"))?[0];
+        self.acc64 = Some(acc64);
+        let (d, kz) = (self.model.dim, self.kz);
+        let vlen = self.model.inv_var_len();
+        for (state, a) in acc.states.iter_mut().enumerate() {
+            for g in 0..self.state_ng[state] {
+                let row = &sums[(self.state_first[state] + g) * kz..][..kz];
+                a.occupancy[g] += row[kz - 1];
+                if !a.mean_acc.is_empty() {
+                    for (x, y) in a.mean_acc[g * d..(g + 1) * d].iter_mut().zip(&row[..d]) {
+                        *x += y;
+                    }
+                }
+                if !a.var_acc.is_empty() {
+                    for (x, y) in a.var_acc[g * vlen..(g + 1) * vlen]
+                        .iter_mut()
+                        .zip(&row[d..d + vlen])
+                    {
+                        *x += y;
+                    }
+                }
+            }
+        }
+        acc.total_like += tot;
+        acc.total_frames += weight;
+        Ok(tot)
+    }
+
+    fn check_acc(&self, acc: &ModelAccumulators) -> Result<()> {
+        let ok = acc.dim == self.model.dim
+            && acc.kind == self.model.kind
+            && acc.states.len() == self.state_ng.len()
+            && acc
+                .states
+                .iter()
+                .zip(&self.state_ng)
+                .all(|(a, &n)| a.occupancy.len() == n);
+        if !ok {
+            return Err(Error::Mismatch(
+                "accumulators are shaped for another model".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Kernel time of `state_loglikes` with the features already on the
+    /// device: the median of `reps` runs (after one warm-up), timed with
+    /// device events; also returns the output of the last run.
+    pub fn time_state_loglikes(
+        &mut self,
+        feats: FrameBatch<'_>,
+        reps: usize,
+    ) -> Result<(f64, Vec<f32>)> {
+        check_dim("state log-likelihoods", feats.dim, self.model.dim)?;
+        self.ensure_blocks()?;
+        let s = self.eng.stream.clone();
+        let e = driver_err("timing state_loglikes");
+        let dev = s.clone_htod(feats.data).map_err(&e)?;
+        let mut out = s
+            .alloc_zeros::<f32>(feats.frames * self.state_ng.len())
+            .map_err(&e)?;
+        let mut times = Vec::new();
+        for r in 0..=reps {
+            let a = self.eng.ctx.new_event(None).map_err(&e)?;
+            let b = self.eng.ctx.new_event(None).map_err(&e)?;
+            a.record(&s).map_err(&e)?;
+            self.launch_block_score(&dev.as_view(), feats.frames, &mut out)?;
+            b.record(&s).map_err(&e)?;
+            b.synchronize().map_err(&e)?;
+            if r > 0 {
+                times.push(f64::from(a.elapsed_ms(&b).map_err(&e)?) / 1e3);
+            }
+        }
+        let host = s.clone_dtoh(&out).map_err(&e)?;
+        Ok((median(&mut times), host))
+    }
+
+    /// Time of `accumulate` with the features already on the device (host
+    /// planning, plan uploads, kernels and the download of the statistics
+    /// included; wall clock around a synchronised stream): the median of
+    /// `reps` runs after one warm-up. `acc` receives the statistics of the
+    /// last run.
+    pub fn time_accumulate(
+        &mut self,
+        feats: FrameBatch<'_>,
+        targets: FrameTargets<'_>,
+        reps: usize,
+        acc: &mut ModelAccumulators,
+    ) -> Result<f64> {
+        check_dim("statistics", feats.dim, self.model.dim)?;
+        self.check_acc(acc)?;
+        plan::validate(&targets, feats.frames, self.state_ng.len())?;
+        self.ensure_states()?;
+        let s = self.eng.stream.clone();
+        let e = driver_err("timing accumulate");
+        let dev = s.clone_htod(feats.data).map_err(&e)?;
+        s.synchronize().map_err(&e)?;
+        let mut times = Vec::new();
+        let d = feats.dim;
+        for r in 0..=reps {
+            let fresh = ModelAccumulators::zeros(&self.model, acc.flags);
+            let mut run_acc = fresh;
+            let t0 = std::time::Instant::now();
+            let mut acc64 = self.begin_stats()?;
+            let mut total = s.alloc_zeros::<f64>(1).map_err(&e)?;
+            let mut weight = 0.0;
+            for c0 in (0..feats.frames).step_by(CHUNK_FRAMES) {
+                let c1 = (c0 + CHUNK_FRAMES).min(feats.frames);
+                weight += self.stats_chunk(
+                    &dev.slice(c0 * d..c1 * d),
+                    &targets,
+                    c0,
+                    c1,
+                    &mut acc64,
+                    &mut total,
+                )?;
+            }
+            self.finish_stats(acc64, &total, weight, &mut run_acc)?;
+            if r > 0 {
+                times.push(t0.elapsed().as_secs_f64());
+            }
+            if r == reps {
+                acc.add(&run_acc);
+            }
+        }
+        Ok(median(&mut times))
+    }
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+impl LoadedModel for CudaModel<'_> {
+    fn num_states(&self) -> usize {
+        self.state_ng.len()
+    }
+
+    fn state_loglikes(&mut self, feats: FrameBatch<'_>, out: &mut [f32]) -> Result<()> {
+        check_dim("state log-likelihoods", feats.dim, self.model.dim)?;
+        let s_count = self.state_ng.len();
+        if out.len() != feats.frames * s_count {
+            return Err(Error::Mismatch(format!(
+                "output has {} values, expected {} frames × {} states",
+                out.len(),
+                feats.frames,
+                s_count
+            )));
+        }
+        if feats.frames == 0 || s_count == 0 {
+            return Ok(());
+        }
+        self.ensure_blocks()?;
+        let d = feats.dim;
+        let bytes_per_frame = 4 * (d + s_count);
+        let nf = self.chunk_frames(feats.frames, bytes_per_frame)?;
+        let s = self.eng.stream.clone();
+        let e = driver_err("state log-likelihoods");
+        let mut dev_out = s.alloc_zeros::<f32>(nf * s_count).map_err(&e)?;
+        for c0 in (0..feats.frames).step_by(nf) {
+            let c1 = (c0 + nf).min(feats.frames);
+            let dev = s.clone_htod(&feats.data[c0 * d..c1 * d]).map_err(&e)?;
+            self.launch_block_score(&dev.as_view(), c1 - c0, &mut dev_out)?;
+            s.memcpy_dtoh(
+                &dev_out.slice(0..(c1 - c0) * s_count),
+                &mut out[c0 * s_count..c1 * s_count],
+            )
+            .map_err(&e)?;
+        }
+        s.synchronize().map_err(&e)?;
+        Ok(())
+    }
+
+    fn component_loglikes(
+        &mut self,
+        state: usize,
+        feats: FrameBatch<'_>,
+        out: &mut [f32],
+    ) -> Result<()> {
+        check_dim("component log-likelihoods", feats.dim, self.model.dim)?;
+        let g = *self.state_ng.get(state).ok_or_else(|| {
+            Error::Mismatch(format!(
+                "state {state} is out of range (the model has {})",
+                self.state_ng.len()
+            ))
+        })?;
+        if out.len() != feats.frames * g {
+            return Err(Error::Mismatch(format!(
+                "output has {} values, expected {} frames × {} components",
+                out.len(),
+                feats.frames,
+                g
+            )));
+        }
+        if feats.frames == 0 || g == 0 {
+            return Ok(());
+        }
+        self.ensure_states()?;
+        let sh = self.k.shape;
+        let d = feats.dim;
+        let nf = self.chunk_frames(feats.frames, 4 * (d + g))?;
+        let s = self.eng.stream.clone();
+        let e = driver_err("component log-likelihoods");
+        let st = self
+            .st
+            .as_ref()
+            .ok_or_else(|| Error::Engine("state layout missing".into()))?;
+        let mut dev_out = s.alloc_zeros::<f32>(nf * g).map_err(&e)?;
+        for c0 in (0..feats.frames).step_by(nf) {
+            let c1 = (c0 + nf).min(feats.frames);
+            let n = c1 - c0;
+            let dev = s.clone_htod(&feats.data[c0 * d..c1 * d]).map_err(&e)?;
+            let mut items = Vec::new();
+            for e0 in (0..n).step_by(sh.tf) {
+                for gb in 0..g.div_ceil(sh.gb) {
+                    items.extend_from_slice(&[
+                        state as i32,
+                        e0 as i32,
+                        (n - e0).min(sh.tf) as i32,
+                        gb as i32,
+                    ]);
+                }
+            }
+            let items_dev = s.clone_htod(&items).map_err(&e)?;
+            let mut lb = s.launch_builder(&self.k.component_ll);
+            lb.arg(&dev)
+                .arg(&items_dev)
+                .arg(&st.w)
+                .arg(&st.gblock)
+                .arg(&st.ng)
+                .arg(&mut dev_out);
+            let cfg = LaunchConfig {
+                grid_dim: ((items.len() / 4) as u32, 1, 1),
+                block_dim: (sh.threads() as u32, 1, 1),
+                shared_mem_bytes: sh.smem_score() as u32,
+            };
+            // SAFETY: argument types and counts match the kernel.
+            unsafe { lb.launch(cfg) }.map_err(driver_err("component_ll"))?;
+            s.memcpy_dtoh(&dev_out.slice(0..n * g), &mut out[c0 * g..c1 * g])
+                .map_err(&e)?;
+        }
+        s.synchronize().map_err(&e)?;
+        Ok(())
+    }
+
+    fn accumulate(
+        &mut self,
+        feats: FrameBatch<'_>,
+        targets: FrameTargets<'_>,
+        acc: &mut ModelAccumulators,
+    ) -> Result<f64> {
+        check_dim("statistics", feats.dim, self.model.dim)?;
+        self.check_acc(acc)?;
+        plan::validate(&targets, feats.frames, self.state_ng.len())?;
+        if feats.frames == 0 {
+            return Ok(0.0);
+        }
+        self.ensure_states()?;
+        let d = feats.dim;
+        // Two feature buffers, entries, and the partial sums of the items.
+        let per_frame = 8 * d
+            + 12
+            + (self.k.shape.gb * self.kz * 4 * self.state_ng.len().min(64)).div_ceil(ITEM_ENTRIES);
+        let nf = self.chunk_frames(feats.frames, per_frame)?;
+        self.ensure_streaming(nf)?;
+        let s = self.eng.stream.clone();
+        let mut acc64 = self.begin_stats()?;
+        let mut total = s.alloc_zeros::<f64>(1).map_err(driver_err("allocating"))?;
+        let mut weight = 0.0;
+        for (ci, c0) in (0..feats.frames).step_by(nf).enumerate() {
+            let c1 = (c0 + nf).min(feats.frames);
+            let b = ci % 2;
+            self.stage(&feats, c0, c1, b)?;
+            let st = self
+                .streaming
+                .take()
+                .ok_or_else(|| Error::Engine("streaming buffers missing".into()))?;
+            let r = self.stats_chunk(
+                &st.dev[b].slice(0..(c1 - c0) * d),
+                &targets,
+                c0,
+                c1,
+                &mut acc64,
+                &mut total,
+            );
+            self.streaming = Some(st);
+            weight += r?;
+        }
+        self.finish_stats(acc64, &total, weight, acc)
+    }
+}

@@ -1,0 +1,688 @@
+//! CUDA engine ≡ a float64 reference, on random models: every kernel
+//! (state log-likelihoods on the padded blocks, component log-likelihoods,
+//! statistics for one GMM, for aligned frames and for weighted (state, weight)
+//! targets; diagonal and full covariances), with 1–100 Gaussians per state,
+//! dimensions 1–80 and frame counts that leave partial tiles.
+//!
+//! Tolerance: ‖out − ref‖ / ‖ref‖ ≤ 1e-5 for each output (the bound the
+//! benchmarks are held to); float32 arithmetic lands near 1e-7.
+//!
+//! Without a GPU every test prints `skipped: no CUDA device` and passes;
+//! with `AMTOOL_REQUIRE_GPU=1` a missing GPU fails them.
+
+use std::sync::OnceLock;
+
+use amtool::engine::cuda::{engine_for_tests, CudaEngine};
+use amtool::engine::{Engine, FrameBatch, FrameTargets};
+use amtool::model::{AcousticModel, CovKind, StateGmm};
+use amtool::stats::{ModelAccumulators, UpdateFlags};
+use proptest::prelude::*;
+
+const TOL: f64 = 1e-5;
+
+fn engine() -> Option<&'static CudaEngine> {
+    static E: OnceLock<Option<CudaEngine>> = OnceLock::new();
+    E.get_or_init(engine_for_tests).as_ref()
+}
+
+/// SplitMix64: bulk random data from one proptest-chosen seed.
+struct Rng(u64);
+impl Rng {
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn uniform(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+    fn normal(&mut self) -> f64 {
+        let (u, v) = (self.uniform().max(1e-300), self.uniform());
+        (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n as u64) as usize
+    }
+}
+
+/// A random model: weights uniform then normalised, means N(0,1), variances
+/// U(0.5, 1) (diagonal) or precisions L Lᵀ with L = I + 0.1·N(0,1) lower (full).
+fn random_model(rng: &mut Rng, dim: usize, kind: CovKind, counts: &[usize]) -> AcousticModel {
+    let d = dim;
+    let log2pi = (2.0 * std::f64::consts::PI).ln();
+    let states = counts
+        .iter()
+        .map(|&m| {
+            let raw: Vec<f64> = (0..m).map(|_| rng.uniform() + 0.1).collect();
+            let sum: f64 = raw.iter().sum();
+            let mut st = StateGmm {
+                gconsts: vec![],
+                weights: vec![],
+                means_invvars: vec![],
+                inv_vars: vec![],
+            };
+            for &r in &raw {
+                let w = r / sum;
+                let mu: Vec<f64> = (0..d).map(|_| rng.normal()).collect();
+                st.weights.push(w as f32);
+                match kind {
+                    CovKind::Diagonal => {
+                        let var: Vec<f64> = (0..d).map(|_| 0.5 + 0.5 * rng.uniform()).collect();
+                        let mut g = w.ln() - 0.5 * d as f64 * log2pi;
+                        for k in 0..d {
+                            g -= 0.5 * (var[k].ln() + mu[k] * mu[k] / var[k]);
+                            st.means_invvars.push((mu[k] / var[k]) as f32);
+                            st.inv_vars.push((1.0 / var[k]) as f32);
+                        }
+                        st.gconsts.push(g as f32);
+                    }
+                    CovKind::Full => {
+                        let mut l = vec![0.0f64; d * d];
+                        for i in 0..d {
+                            for j in 0..=i {
+                                l[i * d + j] = if i == j { 1.0 } else { 0.0 } + 0.1 * rng.normal();
+                            }
+                        }
+                        let mut p = vec![0.0f64; d * d];
+                        for i in 0..d {
+                            for j in 0..d {
+                                p[i * d + j] = (0..d).map(|k| l[i * d + k] * l[j * d + k]).sum();
+                            }
+                        }
+                        // log det P = 2 Σ log |L_ii|.
+                        let logdet: f64 = (0..d).map(|i| 2.0 * l[i * d + i].abs().ln()).sum();
+                        let pmu: Vec<f64> = (0..d)
+                            .map(|i| (0..d).map(|j| p[i * d + j] * mu[j]).sum())
+                            .collect();
+                        let mupmu: f64 = (0..d).map(|i| mu[i] * pmu[i]).sum();
+                        st.gconsts.push(
+                            (w.ln() - 0.5 * d as f64 * log2pi + 0.5 * logdet - 0.5 * mupmu) as f32,
+                        );
+                        st.means_invvars.extend(pmu.iter().map(|&v| v as f32));
+                        for i in 0..d {
+                            for j in 0..=i {
+                                st.inv_vars.push(p[i * d + j] as f32);
+                            }
+                        }
+                    }
+                }
+            }
+            st
+        })
+        .collect();
+    AcousticModel { dim, kind, states }
+}
+
+fn random_feats(rng: &mut Rng, frames: usize, dim: usize) -> Vec<f32> {
+    (0..frames * dim).map(|_| rng.normal() as f32).collect()
+}
+
+/// f64 log-likelihood of component g of state s (log weight included).
+fn comp_ll(m: &AcousticModel, s: usize, g: usize, x: &[f32]) -> f64 {
+    let d = m.dim;
+    let st = &m.states[s];
+    let mut ll = f64::from(st.gconsts[g]);
+    for i in 0..d {
+        ll += f64::from(x[i]) * f64::from(st.means_invvars[g * d + i]);
+    }
+    match m.kind {
+        CovKind::Diagonal => {
+            for i in 0..d {
+                ll -= 0.5 * f64::from(x[i]) * f64::from(x[i]) * f64::from(st.inv_vars[g * d + i]);
+            }
+        }
+        CovKind::Full => {
+            let v = d * (d + 1) / 2;
+            let p = &st.inv_vars[g * v..(g + 1) * v];
+            let mut idx = 0;
+            for i in 0..d {
+                for j in 0..=i {
+                    let f = if i == j { 0.5 } else { 1.0 };
+                    ll -= f * f64::from(p[idx]) * f64::from(x[i]) * f64::from(x[j]);
+                    idx += 1;
+                }
+            }
+        }
+    }
+    ll
+}
+
+fn logsumexp(v: &[f64]) -> f64 {
+    let m = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if m == f64::NEG_INFINITY {
+        return m;
+    }
+    m + v.iter().map(|&x| (x - m).exp()).sum::<f64>().ln()
+}
+
+fn rel_err(out: impl Iterator<Item = f64>, reference: impl Iterator<Item = f64>) -> f64 {
+    let (mut num, mut den) = (0.0f64, 0.0f64);
+    for (o, r) in out.zip(reference) {
+        if !o.is_finite() {
+            return f64::INFINITY;
+        }
+        num += (o - r) * (o - r);
+        den += r * r;
+    }
+    if den == 0.0 {
+        num.sqrt()
+    } else {
+        (num / den).sqrt()
+    }
+}
+
+/// Reference statistics: (state, frame, weight) entries.
+fn ref_accumulate(
+    m: &AcousticModel,
+    feats: &[f32],
+    entries: &[(usize, usize, f64)],
+) -> ModelAccumulators {
+    let mut acc = ModelAccumulators::zeros(m, UpdateFlags::default());
+    let d = m.dim;
+    let v = m.inv_var_len();
+    for &(s, t, w) in entries {
+        let x = &feats[t * d..(t + 1) * d];
+        let lls: Vec<f64> = (0..m.states[s].num_components())
+            .map(|g| comp_ll(m, s, g, x))
+            .collect();
+        let l = logsumexp(&lls);
+        acc.total_like += w * l;
+        acc.total_frames += w;
+        let a = &mut acc.states[s];
+        for (g, &lg) in lls.iter().enumerate() {
+            let gam = w * (lg - l).exp();
+            a.occupancy[g] += gam;
+            for i in 0..d {
+                a.mean_acc[g * d + i] += gam * f64::from(x[i]);
+            }
+            match m.kind {
+                CovKind::Diagonal => {
+                    for i in 0..d {
+                        a.var_acc[g * d + i] += gam * f64::from(x[i]) * f64::from(x[i]);
+                    }
+                }
+                CovKind::Full => {
+                    let mut idx = 0;
+                    for i in 0..d {
+                        for j in 0..=i {
+                            a.var_acc[g * v + idx] += gam * f64::from(x[i]) * f64::from(x[j]);
+                            idx += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    acc
+}
+
+fn compare_acc(got: &ModelAccumulators, want: &ModelAccumulators) -> Result<(), String> {
+    let flat = |a: &ModelAccumulators,
+                f: fn(&amtool::stats::GmmAccumulator) -> &Vec<f64>|
+     -> Vec<f64> { a.states.iter().flat_map(|s| f(s).iter().copied()).collect() };
+    for (name, f) in [
+        (
+            "occupancy",
+            (|s| &s.occupancy) as fn(&amtool::stats::GmmAccumulator) -> &Vec<f64>,
+        ),
+        ("mean_acc", |s| &s.mean_acc),
+        ("var_acc", |s| &s.var_acc),
+    ] {
+        let (g, w) = (flat(got, f), flat(want, f));
+        let e = rel_err(g.iter().copied(), w.iter().copied());
+        if e > TOL {
+            return Err(format!("{name}: rel err {e:.3e}"));
+        }
+    }
+    let e = rel_err([got.total_like].into_iter(), [want.total_like].into_iter());
+    if e > TOL {
+        return Err(format!(
+            "total_like {} vs {}: rel err {e:.3e}",
+            got.total_like, want.total_like
+        ));
+    }
+    if (got.total_frames - want.total_frames).abs() > 1e-6 * want.total_frames.abs().max(1.0) {
+        return Err(format!(
+            "total_frames {} vs {}",
+            got.total_frames, want.total_frames
+        ));
+    }
+    Ok(())
+}
+
+#[derive(Debug, Clone)]
+struct Case {
+    dim: usize,
+    kind: CovKind,
+    counts: Vec<usize>,
+    frames: usize,
+    seed: u64,
+}
+
+fn case(
+    kind: CovKind,
+    max_states: usize,
+    max_g: usize,
+    max_frames: usize,
+) -> impl Strategy<Value = Case> {
+    (
+        1usize..=80,
+        prop::collection::vec(1usize..=max_g, 1..=max_states),
+        1usize..=max_frames,
+        any::<u64>(),
+    )
+        .prop_map(move |(dim, counts, frames, seed)| Case {
+            dim,
+            kind,
+            counts,
+            frames,
+            seed,
+        })
+}
+
+fn check_state_loglikes(e: &CudaEngine, c: &Case) -> Result<(), String> {
+    let mut rng = Rng(c.seed);
+    let m = random_model(&mut rng, c.dim, c.kind, &c.counts);
+    let feats = random_feats(&mut rng, c.frames, c.dim);
+    let mut lm = e.load(&m).map_err(|e| e.to_string())?;
+    let s = m.num_states();
+    let mut out = vec![f32::NAN; c.frames * s]; // poison: every value must be written
+    lm.state_loglikes(FrameBatch::new(&feats, c.dim), &mut out)
+        .map_err(|e| e.to_string())?;
+    let mut reference = Vec::with_capacity(out.len());
+    for t in 0..c.frames {
+        let x = &feats[t * c.dim..(t + 1) * c.dim];
+        for st in 0..s {
+            let lls: Vec<f64> = (0..c.counts[st]).map(|g| comp_ll(&m, st, g, x)).collect();
+            reference.push(logsumexp(&lls));
+        }
+    }
+    let err = rel_err(out.iter().map(|&v| f64::from(v)), reference.iter().copied());
+    if err > TOL {
+        return Err(format!("state_loglikes rel err {err:.3e}"));
+    }
+    // Component log-likelihoods of the last state.
+    let st = s - 1;
+    let g = c.counts[st];
+    let mut comp = vec![f32::NAN; c.frames * g];
+    lm.component_loglikes(st, FrameBatch::new(&feats, c.dim), &mut comp)
+        .map_err(|e| e.to_string())?;
+    let reference: Vec<f64> = (0..c.frames)
+        .flat_map(|t| (0..g).map(move |k| (t, k)))
+        .map(|(t, k)| comp_ll(&m, st, k, &feats[t * c.dim..(t + 1) * c.dim]))
+        .collect();
+    let err = rel_err(
+        comp.iter().map(|&v| f64::from(v)),
+        reference.iter().copied(),
+    );
+    if err > TOL {
+        return Err(format!("component_loglikes rel err {err:.3e}"));
+    }
+    Ok(())
+}
+
+/// Statistics for all three target kinds.
+fn check_accumulate(e: &CudaEngine, c: &Case) -> Result<(), String> {
+    let mut rng = Rng(c.seed);
+    let m = random_model(&mut rng, c.dim, c.kind, &c.counts);
+    let feats = random_feats(&mut rng, c.frames, c.dim);
+    let s = m.num_states();
+    let mut lm = e.load(&m).map_err(|e| e.to_string())?;
+    let batch = FrameBatch::new(&feats, c.dim);
+
+    // Global: the first state as a UBM.
+    let gm = AcousticModel {
+        dim: m.dim,
+        kind: m.kind,
+        states: vec![m.states[0].clone()],
+    };
+    let mut glm = e.load(&gm).map_err(|e| e.to_string())?;
+    let mut acc = ModelAccumulators::zeros(&gm, UpdateFlags::default());
+    let ret = glm
+        .accumulate(batch, FrameTargets::Global, &mut acc)
+        .map_err(|e| e.to_string())?;
+    let want = ref_accumulate(
+        &gm,
+        &feats,
+        &(0..c.frames).map(|t| (0, t, 1.0)).collect::<Vec<_>>(),
+    );
+    compare_acc(&acc, &want).map_err(|e| format!("global: {e}"))?;
+    if (ret - acc.total_like).abs() > 1e-9 * ret.abs().max(1.0) {
+        return Err(format!(
+            "global: returned {ret}, accumulated {}",
+            acc.total_like
+        ));
+    }
+
+    // Aligned.
+    let ali: Vec<u32> = (0..c.frames).map(|_| rng.below(s) as u32).collect();
+    let mut acc = ModelAccumulators::zeros(&m, UpdateFlags::default());
+    lm.accumulate(batch, FrameTargets::Aligned(&ali), &mut acc)
+        .map_err(|e| e.to_string())?;
+    let want = ref_accumulate(
+        &m,
+        &feats,
+        &ali.iter()
+            .enumerate()
+            .map(|(t, &st)| (st as usize, t, 1.0))
+            .collect::<Vec<_>>(),
+    );
+    compare_acc(&acc, &want).map_err(|e| format!("aligned: {e}"))?;
+
+    // Weighted: 0–3 pairs per frame.
+    let mut offsets = vec![0usize];
+    let mut pairs = Vec::new();
+    for _ in 0..c.frames {
+        for _ in 0..rng.below(4) {
+            pairs.push((rng.below(s) as u32, (0.05 + rng.uniform()) as f32));
+        }
+        offsets.push(pairs.len());
+    }
+    let mut acc = ModelAccumulators::zeros(&m, UpdateFlags::default());
+    lm.accumulate(
+        batch,
+        FrameTargets::Weighted {
+            offsets: &offsets,
+            pairs: &pairs,
+        },
+        &mut acc,
+    )
+    .map_err(|e| e.to_string())?;
+    let mut entries = Vec::new();
+    for t in 0..c.frames {
+        for &(st, w) in &pairs[offsets[t]..offsets[t + 1]] {
+            entries.push((st as usize, t, f64::from(w)));
+        }
+    }
+    let want = ref_accumulate(&m, &feats, &entries);
+    compare_acc(&acc, &want).map_err(|e| format!("weighted: {e}"))?;
+
+    // Determinism: the same inputs give the same bits.
+    let mut again = ModelAccumulators::zeros(&m, UpdateFlags::default());
+    lm.accumulate(
+        batch,
+        FrameTargets::Weighted {
+            offsets: &offsets,
+            pairs: &pairs,
+        },
+        &mut again,
+    )
+    .map_err(|e| e.to_string())?;
+    if again != acc {
+        return Err("weighted statistics differ between two identical runs".into());
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, max_shrink_iters: 20, ..ProptestConfig::default() })]
+
+    #[test]
+    fn cuda_diag_state_and_component_loglikes_match_f64(c in case(CovKind::Diagonal, 150, 100, 3000)) {
+        let Some(e) = engine() else { return Ok(()) };
+        check_state_loglikes(e, &c).map_err(|m| TestCaseError::fail(format!("{c:?}: {m}")))?;
+    }
+
+    #[test]
+    fn cuda_full_state_and_component_loglikes_match_f64(c in case(CovKind::Full, 70, 20, 600)) {
+        let Some(e) = engine() else { return Ok(()) };
+        check_state_loglikes(e, &c).map_err(|m| TestCaseError::fail(format!("{c:?}: {m}")))?;
+    }
+
+    #[test]
+    fn cuda_diag_statistics_match_f64(c in case(CovKind::Diagonal, 40, 100, 5000)) {
+        let Some(e) = engine() else { return Ok(()) };
+        check_accumulate(e, &c).map_err(|m| TestCaseError::fail(format!("{c:?}: {m}")))?;
+    }
+
+    #[test]
+    fn cuda_full_statistics_match_f64(c in case(CovKind::Full, 6, 20, 1500)) {
+        let Some(e) = engine() else { return Ok(()) };
+        check_accumulate(e, &c).map_err(|m| TestCaseError::fail(format!("{c:?}: {m}")))?;
+    }
+}
+
+/// Fixed edge cases: one frame, one Gaussian, dimension 1; a tile boundary
+/// plus one; a block of exactly 64 states and one more; the largest sizes.
+#[test]
+fn cuda_edge_cases_match_f64() {
+    let Some(e) = engine() else { return };
+    let cases = [
+        Case {
+            dim: 1,
+            kind: CovKind::Diagonal,
+            counts: vec![1],
+            frames: 1,
+            seed: 1,
+        },
+        Case {
+            dim: 1,
+            kind: CovKind::Full,
+            counts: vec![1],
+            frames: 1,
+            seed: 2,
+        },
+        Case {
+            dim: 39,
+            kind: CovKind::Diagonal,
+            counts: vec![3; 65],
+            frames: 65,
+            seed: 3,
+        },
+        Case {
+            dim: 80,
+            kind: CovKind::Diagonal,
+            counts: (1..=100).collect(),
+            frames: 5000,
+            seed: 4,
+        },
+        Case {
+            dim: 80,
+            kind: CovKind::Full,
+            counts: vec![2, 1, 3],
+            frames: 97,
+            seed: 5,
+        },
+        Case {
+            dim: 40,
+            kind: CovKind::Diagonal,
+            counts: vec![100, 1],
+            frames: 4097,
+            seed: 6,
+        },
+    ];
+    for c in &cases {
+        check_state_loglikes(e, c).unwrap_or_else(|m| panic!("{c:?}: {m}"));
+        check_accumulate(e, c).unwrap_or_else(|m| panic!("{c:?}: {m}"));
+    }
+}
+
+/// Bad inputs are errors, never panics.
+#[test]
+fn cuda_refuses_bad_inputs() {
+    let Some(e) = engine() else { return };
+    let mut rng = Rng(9);
+    let m = random_model(&mut rng, 4, CovKind::Diagonal, &[2, 3]);
+    let mut lm = e.load(&m).unwrap();
+    let feats = random_feats(&mut rng, 3, 5);
+    let mut out = vec![0f32; 6];
+    assert!(lm
+        .state_loglikes(FrameBatch::new(&feats, 5), &mut out)
+        .is_err());
+    let feats = random_feats(&mut rng, 3, 4);
+    let mut acc = ModelAccumulators::zeros(&m, UpdateFlags::default());
+    let err = lm
+        .accumulate(
+            FrameBatch::new(&feats, 4),
+            FrameTargets::Aligned(&[0, 1, 7]),
+            &mut acc,
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("state 7"), "{err}");
+    assert!(lm
+        .component_loglikes(2, FrameBatch::new(&feats, 4), &mut out)
+        .is_err());
+}
+
+/// The benchmark shapes of ../shared/bench/README.md on the GPU, timed with
+/// the features already on the device (run with `--ignored --nocapture`).
+/// `amtool bench --engine cuda` prints the same cases; this probe exists so
+/// kernel work can be measured without the CLI.
+#[test]
+#[ignore]
+fn cuda_bench_probe() {
+    let Some(e) = engine() else { return };
+    let only = std::env::var("AMTOOL_PROBE").unwrap_or_default();
+    let want = |name: &str| only.is_empty() || only.split(',').any(|o| o == name);
+    let mut rng = Rng(2026);
+    if want("estep") {
+        let (t, d) = (3_125_506usize, 40usize);
+        let feats = random_feats(&mut rng, t, d);
+        for mm in [32usize, 256, 2048] {
+            let m = random_model(&mut rng, d, CovKind::Diagonal, &[mm]);
+            let mut lm = amtool::engine::cuda::model::CudaModel::new(e, &m).unwrap();
+            let mut acc = ModelAccumulators::zeros(&m, UpdateFlags::default());
+            let secs = lm
+                .time_accumulate(
+                    FrameBatch::new(&feats, d),
+                    FrameTargets::Global,
+                    3,
+                    &mut acc,
+                )
+                .unwrap();
+            // Accuracy on the first 20,000 frames.
+            let sub = 20_000;
+            let mut sacc = ModelAccumulators::zeros(&m, UpdateFlags::default());
+            use amtool::engine::LoadedModel;
+            lm.accumulate(
+                FrameBatch::new(&feats[..sub * d], d),
+                FrameTargets::Global,
+                &mut sacc,
+            )
+            .unwrap();
+            let want = ref_accumulate(
+                &m,
+                &feats,
+                &(0..sub).map(|t| (0, t, 1.0)).collect::<Vec<_>>(),
+            );
+            let err = worst_rel(&sacc, &want);
+            let ops = (8 * d + 23) as f64 * t as f64 * mm as f64;
+            println!(
+                "{{\"case\":\"estep_seed000\",\"T\":{t},\"D\":{d},\"M\":{mm},\"seconds\":{secs},\"gflops_paper_count\":{},\"rel_err_vs_f64\":{err:e},\"engine\":\"cuda\",\"device\":\"{}\"}}",
+                ops / secs / 1e9,
+                e.device()
+            );
+        }
+    }
+    for (name, kind, g_of) in [
+        ("score_seed002", CovKind::Diagonal, 0usize),
+        ("score_seed002_var", CovKind::Diagonal, 1),
+        ("fullcov_score_seed001", CovKind::Full, 2),
+    ] {
+        if !want(name) {
+            continue;
+        }
+        let (s, d, frames) = (5000usize, 36usize, 2560usize);
+        let counts: Vec<usize> = match g_of {
+            0 => vec![256; s],
+            1 => (0..s)
+                .map(|_| (1.0 + 63.0 * rng.uniform().powi(3)).round() as usize)
+                .collect(),
+            _ => vec![16; s],
+        };
+        let m = random_model(&mut rng, d, kind, &counts);
+        let feats = random_feats(&mut rng, frames, d);
+        let mut lm = amtool::engine::cuda::model::CudaModel::new(e, &m).unwrap();
+        let (secs, out) = lm
+            .time_state_loglikes(FrameBatch::new(&feats, d), 5)
+            .unwrap();
+        let (real, padded) = lm.block_padding().unwrap();
+        let check_frames = 8;
+        let mut got = Vec::new();
+        let mut reference = Vec::new();
+        for t in 0..check_frames {
+            let x = &feats[t * d..(t + 1) * d];
+            for st in 0..s {
+                let lls: Vec<f64> = (0..counts[st]).map(|g| comp_ll(&m, st, g, x)).collect();
+                reference.push(logsumexp(&lls));
+                got.push(f64::from(out[t * s + st]));
+            }
+        }
+        let err = rel_err(got.into_iter(), reference.into_iter());
+        let per = match kind {
+            CovKind::Diagonal => 4 * d + 9,
+            CovKind::Full => 5 * d * (d - 1) / 2 + 4 * d + 9,
+        };
+        let ops = frames as f64 * real as f64 * per as f64;
+        println!(
+            "{{\"case\":\"{name}\",\"states\":{s},\"gauss_per_state\":{},\"D\":{d},\"frames\":{frames},\"window\":{frames},\"seconds\":{secs},\"gflops_paper_count\":{},\"inv_rtf_100fps\":{},\"padding_overhead\":{},\"rel_err_vs_f64\":{err:e},\"engine\":\"cuda\",\"device\":\"{}\"}}",
+            real as f64 / s as f64,
+            ops / secs / 1e9,
+            frames as f64 / 100.0 / secs,
+            padded as f64 / real as f64 - 1.0,
+            e.device()
+        );
+    }
+    if want("acc_ali") {
+        let (pdfs, d, frames) = (2000usize, 40usize, 1_000_000usize);
+        let counts: Vec<usize> = (0..pdfs)
+            .map(|_| 1 + rng.below(31) + rng.below(2) * rng.below(10))
+            .collect();
+        let m = random_model(&mut rng, d, CovKind::Diagonal, &counts);
+        let feats = random_feats(&mut rng, frames, d);
+        let ali: Vec<u32> = (0..frames).map(|_| rng.below(pdfs) as u32).collect();
+        let mut lm = amtool::engine::cuda::model::CudaModel::new(e, &m).unwrap();
+        let mut acc = ModelAccumulators::zeros(&m, UpdateFlags::default());
+        let secs = lm
+            .time_accumulate(
+                FrameBatch::new(&feats, d),
+                FrameTargets::Aligned(&ali),
+                3,
+                &mut acc,
+            )
+            .unwrap();
+        let sub = 20_000;
+        let mut sacc = ModelAccumulators::zeros(&m, UpdateFlags::default());
+        use amtool::engine::LoadedModel;
+        lm.accumulate(
+            FrameBatch::new(&feats[..sub * d], d),
+            FrameTargets::Aligned(&ali[..sub]),
+            &mut sacc,
+        )
+        .unwrap();
+        let want = ref_accumulate(
+            &m,
+            &feats,
+            &(0..sub)
+                .map(|t| (ali[t] as usize, t, 1.0))
+                .collect::<Vec<_>>(),
+        );
+        let err = worst_rel(&sacc, &want);
+        let g: usize = counts.iter().sum();
+        println!(
+            "{{\"case\":\"acc_ali\",\"pdfs\":{pdfs},\"gaussians\":{g},\"D\":{d},\"frames\":{frames},\"seconds\":{secs},\"rel_err_vs_f64\":{err:e},\"engine\":\"cuda\",\"device\":\"{}\"}}",
+            e.device()
+        );
+    }
+}
+
+/// The largest relative error over the outputs of two accumulators.
+fn worst_rel(got: &ModelAccumulators, want: &ModelAccumulators) -> f64 {
+    let flat = |a: &ModelAccumulators, k: usize| -> Vec<f64> {
+        a.states
+            .iter()
+            .flat_map(|s| match k {
+                0 => s.occupancy.clone(),
+                1 => s.mean_acc.clone(),
+                _ => s.var_acc.clone(),
+            })
+            .collect()
+    };
+    let mut worst = rel_err([got.total_like].into_iter(), [want.total_like].into_iter());
+    for k in 0..3 {
+        worst = worst.max(rel_err(flat(got, k).into_iter(), flat(want, k).into_iter()));
+    }
+    worst
+}
