@@ -686,3 +686,49 @@ fn worst_rel(got: &ModelAccumulators, want: &ModelAccumulators) -> f64 {
     }
     worst
 }
+
+/// CUDA engine ≡ CPU engine (both against each other, same tolerance).
+fn check_against_cpu(e: &CudaEngine, c: &Case) -> Result<(), String> {
+    let cpu = amtool::engine::cpu::CpuEngine::new(2).map_err(|e| e.to_string())?;
+    let mut rng = Rng(c.seed);
+    let m = random_model(&mut rng, c.dim, c.kind, &c.counts);
+    let feats = random_feats(&mut rng, c.frames, c.dim);
+    let batch = FrameBatch::new(&feats, c.dim);
+    let s = m.num_states();
+    let mut g = e.load(&m).map_err(|e| e.to_string())?;
+    let mut h = cpu.load(&m).map_err(|e| e.to_string())?;
+    let (mut a, mut b) = (vec![f32::NAN; c.frames * s], vec![f32::NAN; c.frames * s]);
+    g.state_loglikes(batch, &mut a).map_err(|e| e.to_string())?;
+    h.state_loglikes(batch, &mut b).map_err(|e| e.to_string())?;
+    let err = rel_err(
+        a.iter().map(|&v| f64::from(v)),
+        b.iter().map(|&v| f64::from(v)),
+    );
+    if err > TOL {
+        return Err(format!("state_loglikes: cuda vs cpu rel err {err:.3e}"));
+    }
+    let ali: Vec<u32> = (0..c.frames).map(|_| rng.below(s) as u32).collect();
+    let mut ga = ModelAccumulators::zeros(&m, UpdateFlags::default());
+    let mut ha = ModelAccumulators::zeros(&m, UpdateFlags::default());
+    g.accumulate(batch, FrameTargets::Aligned(&ali), &mut ga)
+        .map_err(|e| e.to_string())?;
+    h.accumulate(batch, FrameTargets::Aligned(&ali), &mut ha)
+        .map_err(|e| e.to_string())?;
+    compare_acc(&ga, &ha).map_err(|e| format!("aligned statistics, cuda vs cpu: {e}"))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 16, max_shrink_iters: 20, ..ProptestConfig::default() })]
+
+    #[test]
+    fn cuda_diag_matches_cpu_engine(c in case(CovKind::Diagonal, 100, 100, 2000)) {
+        let Some(e) = engine() else { return Ok(()) };
+        check_against_cpu(e, &c).map_err(|m| TestCaseError::fail(format!("{c:?}: {m}")))?;
+    }
+
+    #[test]
+    fn cuda_full_matches_cpu_engine(c in case(CovKind::Full, 20, 16, 600)) {
+        let Some(e) = engine() else { return Ok(()) };
+        check_against_cpu(e, &c).map_err(|m| TestCaseError::fail(format!("{c:?}: {m}")))?;
+    }
+}

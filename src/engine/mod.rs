@@ -138,9 +138,7 @@ pub fn by_name(name: &str, threads: usize) -> Result<Box<dyn Engine>> {
     }
 }
 
-/// The CUDA engine; `engine::cuda` plugs in here.
+/// The CUDA engine (libcuda and NVRTC are loaded at run time).
 fn cuda_engine() -> Result<Box<dyn Engine>> {
-    Err(crate::Error::Engine(
-        "CUDA engine not available in this build".into(),
-    ))
+    Ok(Box::new(cuda::CudaEngine::new()?))
 }

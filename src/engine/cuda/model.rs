@@ -573,8 +573,16 @@ impl<'e> CudaModel<'e> {
             .map_err(&e)?;
         let mut times = Vec::new();
         for r in 0..=reps {
-            let a = self.eng.ctx.new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT)).map_err(&e)?;
-            let b = self.eng.ctx.new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT)).map_err(&e)?;
+            let a = self
+                .eng
+                .ctx
+                .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(&e)?;
+            let b = self
+                .eng
+                .ctx
+                .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(&e)?;
             a.record(&s).map_err(&e)?;
             self.launch_block_score(&dev.as_view(), feats.frames, &mut out)?;
             b.record(&s).map_err(&e)?;
