@@ -153,6 +153,29 @@ impl<'a> Reader<'a> {
         self.binary
     }
 
+    pub fn set_binary(&mut self, binary: bool) {
+        self.binary = binary;
+    }
+
+    /// Kaldi `InitKaldiInputStream` at the current position: consume `\0B` if
+    /// present and switch to binary mode (else text mode). Returns the mode.
+    /// Data starting with `\0` but not `\0B` is an error, as in Kaldi.
+    pub fn read_kaldi_header(&mut self) -> Result<bool> {
+        match self.remaining() {
+            [0, b'B', ..] => {
+                self.pos += 2;
+                self.binary = true;
+            }
+            [0, ..] => {
+                return Err(self.error(
+                    "bad binary header: \\0 not followed by B (corrupt data or not a Kaldi object)",
+                ))
+            }
+            _ => self.binary = false,
+        }
+        Ok(self.binary)
+    }
+
     /// Byte offset into the buffer.
     pub fn pos(&self) -> usize {
         self.pos

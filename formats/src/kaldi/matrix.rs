@@ -496,6 +496,12 @@ fn read_text_matrix<T: Real>(r: &mut Reader<'_>) -> Result<Matrix<T>> {
 }
 
 impl<T: Real> KaldiObject for Matrix<T> {
+    fn extract_range(self, range: &str) -> std::result::Result<Self, String> {
+        let g = super::script::parse_matrix_range(range, self.rows, self.cols)?;
+        self.sub_matrix(g.row0, g.row1 + 1, g.col0, g.col1 + 1)
+            .ok_or_else(|| format!("range [{range}] outside the matrix"))
+    }
+
     fn read(r: &mut Reader<'_>) -> Result<Self> {
         if r.binary() {
             match r.peek_byte() {

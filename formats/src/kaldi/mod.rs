@@ -6,9 +6,14 @@
 pub mod accs;
 mod blocks;
 pub mod compressed;
+pub mod files;
 pub mod gmm;
+pub mod holder;
 pub mod io;
 pub mod matrix;
 pub mod model;
 pub mod object;
+pub mod script;
+pub mod specifier;
+pub mod table;
 pub mod transition;

@@ -19,6 +19,14 @@ pub trait KaldiObject: Sized {
 
     /// Write the object (without the binary marker) in `w.binary()` form.
     fn write<W: Write>(&self, w: &mut Writer<W>) -> io::Result<()>;
+
+    /// Kaldi `ExtractObjectRange`: the part of the object an scp range selects
+    /// (`[0:9]` rows, `[0:9,2:5]` rows and columns). Only matrices have it.
+    fn extract_range(self, range: &str) -> std::result::Result<Self, String> {
+        Err(format!(
+            "range [{range}] is not supported for this type of object"
+        ))
+    }
 }
 
 /// Read one object from a whole buffer (a file's bytes): binary marker, then the
