@@ -645,3 +645,36 @@ fn occs_vector_matches_the_model() {
         assert_eq!(object_to_bytes(&v, b.starts_with(b"\0B")), b);
     }
 }
+
+/// fgmm-global-acc-stats stores centred second-order statistics; un-centring
+/// them gives Σγxxᵀ whose diagonal, divided by γ, minus the squared mean is a
+/// variance (non-negative), and centring again gives the stored block back.
+#[test]
+fn full_accs_uncentering() {
+    let a = AccumFullGmm::from_bytes(&td("fubm.0.acc.gz")).unwrap();
+    let u = a.uncentered_covar_accs();
+    let (d, plen) = (a.dim, a.packed_len());
+    for i in 0..a.num_comp {
+        let occ = a.occupancy[i];
+        if occ < 1.0 {
+            continue;
+        }
+        for r in 0..d {
+            let k = r * (r + 1) / 2 + r;
+            let mean = a.mean_accs[i * d + r] / occ;
+            let var = u[i * plen + k] / occ - mean * mean;
+            assert!(
+                var > -1e-3 * (mean * mean).max(1.0),
+                "component {i} dim {r}: variance {var}"
+            );
+        }
+    }
+    let mut b = a.clone();
+    b.set_uncentered_covar_accs(&u).unwrap();
+    for (x, y) in b.centered_covar_accs.iter().zip(&a.centered_covar_accs) {
+        assert!(
+            (x - y).abs() <= 1e-9 * y.abs().max(1.0) + 1e-6,
+            "{x} vs {y}"
+        );
+    }
+}

@@ -227,6 +227,66 @@ impl AccumFullGmm {
         self.dim * (self.dim + 1) / 2
     }
 
+    /// The second-order statistics `Σ γxxᵀ` per component (packed lower
+    /// triangles), as Kaldi holds them in memory after `Read`: the stored
+    /// centred block plus `(Σ γx)(Σ γx)ᵀ/γ` for components with γ ≠ 0, added
+    /// as `a_ij += (α x_i) x_j` with `α = 1/γ` (the reference-BLAS `dspr`
+    /// order; an optimised BLAS may fuse the multiply-add, so Kaldi's own
+    /// values can differ from these in the last bit).
+    /// Empty without the variance flag.
+    pub fn uncentered_covar_accs(&self) -> Vec<f64> {
+        let mut out = self.centered_covar_accs.clone();
+        if out.is_empty() || self.mean_accs.is_empty() {
+            return out;
+        }
+        self.add_mean_term(&mut out, 1.0);
+        out
+    }
+
+    /// Set the second-order statistics from `Σ γxxᵀ` (packed, per component),
+    /// centring them as Kaldi's `Write` does (in double; the writer rounds to
+    /// float). `occupancy` and `mean_accs` must already be set.
+    pub fn set_uncentered_covar_accs(
+        &mut self,
+        uncentered: &[f64],
+    ) -> std::result::Result<(), String> {
+        let want = self.num_comp * self.packed_len();
+        if uncentered.len() != want {
+            return Err(format!(
+                "expected {want} second-order values, got {}",
+                uncentered.len()
+            ));
+        }
+        let mut c = uncentered.to_vec();
+        if !self.mean_accs.is_empty() {
+            self.add_mean_term(&mut c, -1.0);
+        }
+        self.centered_covar_accs = c;
+        self.flags |= GMM_VARIANCES | GMM_MEANS | GMM_WEIGHTS;
+        Ok(())
+    }
+
+    /// `p_i += sign/γ_i · m_i m_iᵀ` for every component with γ_i ≠ 0.
+    fn add_mean_term(&self, packed: &mut [f64], sign: f64) {
+        let (dim, plen) = (self.dim, self.packed_len());
+        for (i, &occ) in self.occupancy.iter().enumerate() {
+            if occ == 0.0 {
+                continue;
+            }
+            let alpha = sign / occ;
+            let m = &self.mean_accs[i * dim..(i + 1) * dim];
+            let p = &mut packed[i * plen..(i + 1) * plen];
+            let mut k = 0;
+            for r in 0..dim {
+                let t = alpha * m[r];
+                for c in 0..=r {
+                    p[k] += t * m[c];
+                    k += 1;
+                }
+            }
+        }
+    }
+
     /// Kaldi `AccumFullGmm::Read`, keeping the variance block as stored.
     pub fn read(r: &mut Reader<'_>) -> Result<Self> {
         let (dim, n, flags) = read_header(r)?;
@@ -473,6 +533,28 @@ mod tests {
         assert_eq!(augment_flags(2), 7);
         assert_eq!(augment_flags(8), 12);
         assert_eq!(AccumDiagGmm::new(3, 2, GMM_MEANS).var_accs.len(), 0);
+    }
+
+    #[test]
+    fn full_accs_centering_inverts() {
+        let mut a = AccumFullGmm {
+            dim: 2,
+            num_comp: 2,
+            flags: 7,
+            occupancy: vec![2.0, 0.0],
+            mean_accs: vec![2.0, 4.0, 0.0, 0.0],
+            centered_covar_accs: vec![0.0; 6],
+        };
+        // Σγxxᵀ of two points (0,1) and (2,3): [[4,6],[6,10]] -> packed 4 6 10.
+        a.set_uncentered_covar_accs(&[4.0, 6.0, 10.0, 0.0, 0.0, 0.0])
+            .unwrap();
+        // Centred: Σγxxᵀ - mmᵀ/γ = [[4-2, 6-4],[., 10-8]].
+        assert_eq!(a.centered_covar_accs, vec![2.0, 2.0, 2.0, 0.0, 0.0, 0.0]);
+        assert_eq!(
+            a.uncentered_covar_accs(),
+            vec![4.0, 6.0, 10.0, 0.0, 0.0, 0.0]
+        );
+        assert!(a.set_uncentered_covar_accs(&[1.0]).is_err());
     }
 
     #[test]
