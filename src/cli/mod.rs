@@ -5,6 +5,7 @@
 //! ([`shims`]), rewrites Kaldi-style options ([`kaldi`]), parses with clap and
 //! runs the subcommand. Exit status is Kaldi's: 0 on success, 1 on error.
 
+pub mod bench;
 pub mod docs;
 pub mod kaldi;
 pub mod shims;
@@ -43,6 +44,8 @@ pub struct KaldiStandard {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run the benchmark cases (../shared/bench/README.md) and print one JSON line per case.
+    Bench(bench::BenchArgs),
     /// Create symlinks named like the Kaldi tools amtool replaces (put DIR first on PATH).
     Shims {
         /// Folder for the links (created if missing).
@@ -70,7 +73,10 @@ impl Command {
     fn is_kaldi_style(&self) -> bool {
         !matches!(
             self,
-            Command::Shims { .. } | Command::Completions { .. } | Command::Man { .. }
+            Command::Shims { .. }
+                | Command::Completions { .. }
+                | Command::Man { .. }
+                | Command::Bench(_)
         )
     }
 }
@@ -78,6 +84,7 @@ impl Command {
 /// Run a parsed command line; returns the process exit code.
 pub fn run(cli: Cli) -> i32 {
     match cli.command {
+        Command::Bench(args) => bench::run(&args),
         Command::Shims { dir } => {
             let exe = match std::env::current_exe() {
                 Ok(e) => e,
@@ -150,7 +157,8 @@ pub fn main_with_args(args: Vec<OsString>) -> i32 {
         None => ("amtool".to_string(), Vec::new(), &args[1..]),
     };
     kaldi::set_program(&program);
-    let rest = if sub.is_empty() {
+    // `amtool bench` is not a Kaldi tool: its options take `--case NAME` too.
+    let rest = if sub.is_empty() || sub[0] == "bench" {
         rest.to_vec()
     } else {
         match kaldi::normalize_args(rest) {

@@ -12,6 +12,8 @@
 //! chunks run in parallel and their partials are added into the accumulators
 //! strictly in chunk order.
 
+use std::sync::Mutex;
+
 use rayon::prelude::*;
 
 use super::kernels;
@@ -69,6 +71,7 @@ pub(super) fn accumulate(
     // Several chunks per thread per wave; results do not depend on this.
     let wave = (threads * 4).max(1);
     let mut total = 0f64;
+    let bufs = Mutex::new(Vec::new());
     let mut c0 = 0;
     while c0 < chunks {
         let c1 = (c0 + wave).min(chunks);
@@ -78,13 +81,17 @@ pub(super) fn accumulate(
                 .map(|c| {
                     let t0 = c * CHUNK_FRAMES;
                     let t1 = (t0 + CHUNK_FRAMES).min(feats.frames);
-                    chunk_partial(p, &feats, t0, t1, &targets, cols)
+                    chunk_partial(p, &feats, t0, t1, &targets, cols, &bufs)
                 })
                 .collect()
         });
-        for part in &partials {
-            merge(p, acc, part, cols);
+        for part in partials {
+            merge(p, acc, &part, cols);
             total += part.like;
+            // Recycle the partial sums' buffers (fresh pages fault every chunk).
+            if let Ok(mut b) = bufs.lock() {
+                b.extend(part.states.into_iter().map(|(_, v)| v));
+            }
         }
         c0 = c1;
     }
@@ -183,6 +190,7 @@ fn chunk_partial(
     t1: usize,
     targets: &FrameTargets<'_>,
     cols: Cols,
+    bufs: &Mutex<Vec<Vec<f64>>>,
 ) -> Partial {
     // (state, frame, weight) entries, stably grouped by state.
     let mut entries: Vec<(u32, u32, f32)> = Vec::new();
@@ -207,78 +215,118 @@ fn chunk_partial(
         weight: 0.0,
         states: Vec::new(),
     };
-    let (mut xe, mut l, mut pt, mut x64) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let mut i = 0;
-    while i < entries.len() {
-        let s = entries[i].0;
-        let j = i + entries[i..]
-            .iter()
-            .position(|e| e.0 != s)
-            .unwrap_or(entries.len() - i);
-        let group = &entries[i..j];
-        let n = group.len();
-        let m = p.counts[s as usize];
+    SCRATCH.with(|cell| {
+        let mut guard = cell.borrow_mut();
+        let Scratch { xe, l, post, x64 } = &mut *guard;
+        let mut i = 0;
+        while i < entries.len() {
+            let s = entries[i].0;
+            let j = i + entries[i..]
+                .iter()
+                .position(|e| e.0 != s)
+                .unwrap_or(entries.len() - i);
+            let group = &entries[i..j];
+            let n = group.len();
+            let m = p.counts[s as usize];
 
-        xe.clear();
-        xe.resize(n * k, 0f32);
-        for (r, &(_, t, _)) in group.iter().enumerate() {
-            let t = t as usize;
-            p.expand(&feats.data[t * d..(t + 1) * d], &mut xe[r * k..(r + 1) * k]);
-        }
-        let ldo = p.component_block(s as usize, n, &xe, &mut l);
-
-        // Posteriors (f32, × weight in f32 as Kaldi), transposed into f64.
-        pt.clear();
-        pt.resize(m * n, 0f64);
-        for (r, &(_, _, w)) in group.iter().enumerate() {
-            let row = &mut l[r * ldo..r * ldo + m];
-            let ll = kernels::softmax(row);
-            part.like += w as f64 * ll as f64;
-            part.weight += w as f64;
-            for (g, &post) in row.iter().enumerate() {
-                pt[g * n + r] = (post * w) as f64;
+            grow(xe, n * k);
+            for (r, &(_, t, _)) in group.iter().enumerate() {
+                let t = t as usize;
+                p.expand(&feats.data[t * d..(t + 1) * d], &mut xe[r * k..(r + 1) * k]);
             }
-        }
+            let ldo = p.component_block(s as usize, n, xe, l);
 
-        // [1, x, x² | packed xxᵀ] in f64 (exact products of f32 values).
-        x64.clear();
-        x64.resize(n * cols.total, 0f64);
-        for (r, &(_, t, _)) in group.iter().enumerate() {
-            let x = &feats.data[t as usize * d..(t as usize + 1) * d];
-            let row = &mut x64[r * cols.total..(r + 1) * cols.total];
-            row[0] = 1.0;
-            let mut c = 1;
-            if cols.means {
+            // Posteriors: softmax over the padded row (virtual lanes are −∞ and
+            // get 0), × weight in f32 as Kaldi, then widened to f64 (`n × m`).
+            let ldp = m | 1; // odd row stride: rows spread over L1 sets
+            grow(post, n * ldp);
+            for (r, &(_, _, w)) in group.iter().enumerate() {
+                let row = &mut l[r * ldo..(r + 1) * ldo];
+                let ll = kernels::softmax(row);
+                part.like += w as f64 * ll as f64;
+                part.weight += w as f64;
+                for (dst, &pg) in post[r * ldp..r * ldp + m].iter_mut().zip(&row[..m]) {
+                    *dst = (pg * w) as f64;
+                }
+            }
+
+            // [1, x, x² | packed xxᵀ] in f64 (exact products of f32 values).
+            grow(x64, n * cols.total);
+            for (r, &(_, t, _)) in group.iter().enumerate() {
+                let x = &feats.data[t as usize * d..(t as usize + 1) * d];
+                expand64(
+                    x,
+                    p.kind,
+                    cols,
+                    &mut x64[r * cols.total..(r + 1) * cols.total],
+                );
+            }
+            let mut st = bufs
+                .lock()
+                .map(|mut b| b.pop().unwrap_or_default())
+                .unwrap_or_default();
+            st.clear();
+            st.resize(m * cols.total, 0f64);
+            kernels::stats(m, n, cols.total, post, ldp, x64, &mut st);
+            part.states.push((s, st));
+            i = j;
+        }
+    });
+    part
+}
+
+/// Make `v` at least `n` long; contents are overwritten by the caller, so
+/// nothing is cleared (a memset per chunk is measurable).
+fn grow<T: Copy + Default>(v: &mut Vec<T>, n: usize) {
+    if v.len() < n {
+        v.resize(n, T::default());
+    }
+}
+
+/// Per-thread buffers reused across chunks (large ones would otherwise be
+/// fresh pages, i.e. page faults, every chunk).
+#[derive(Default)]
+struct Scratch {
+    xe: Vec<f32>,
+    l: Vec<f32>,
+    post: Vec<f64>,
+    x64: Vec<f64>,
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
+}
+
+/// One row of the statistics GEMM's right-hand side: `[1, x (if means),
+/// x² or packed xxᵀ (if variances), 0…]`.
+fn expand64(x: &[f32], kind: CovKind, cols: Cols, row: &mut [f64]) {
+    row[0] = 1.0;
+    let mut c = 1;
+    if cols.means {
+        for &xv in x {
+            row[c] = xv as f64;
+            c += 1;
+        }
+    }
+    if cols.vars {
+        match kind {
+            CovKind::Diagonal => {
                 for &xv in x {
-                    row[c] = xv as f64;
+                    row[c] = xv as f64 * xv as f64;
                     c += 1;
                 }
             }
-            if cols.vars {
-                match p.kind {
-                    CovKind::Diagonal => {
-                        for &xv in x {
-                            row[c] = xv as f64 * xv as f64;
-                            c += 1;
-                        }
-                    }
-                    CovKind::Full => {
-                        for a in 0..d {
-                            for b in 0..=a {
-                                row[c] = x[a] as f64 * x[b] as f64;
-                                c += 1;
-                            }
-                        }
+            CovKind::Full => {
+                for a in 0..x.len() {
+                    for b in 0..=a {
+                        row[c] = x[a] as f64 * x[b] as f64;
+                        c += 1;
                     }
                 }
             }
         }
-        let mut st = vec![0f64; m * cols.total];
-        kernels::stats(m, n, cols.total, &pt, &x64, &mut st);
-        part.states.push((s, st));
-        i = j;
     }
-    part
+    row[c..].fill(0.0);
 }
 
 fn merge(p: &PackedModel, acc: &mut ModelAccumulators, part: &Partial, cols: Cols) {

@@ -98,26 +98,38 @@ fn portable_loglikes(
     }
 }
 
-/// `s[g][c] += Σ_t pt[g][t]·xe[t][c]` for `g < gs`, `c < cols` (a multiple of
-/// 4), `t < n`; `pt` is `gs × n` (stride `n`), `xe` is `n × cols` (stride
-/// `cols`), `s` is `gs × cols` (stride `cols`). Sums over `t` in order.
-pub fn stats(gs: usize, n: usize, cols: usize, pt: &[f64], xe: &[f64], s: &mut [f64]) {
-    assert!(cols % 4 == 0);
-    assert!(pt.len() >= gs * n && xe.len() >= n * cols && s.len() >= gs * cols);
+/// Frames summed in registers before adding into `s` (keeps a block of `xe`
+/// in L1 while all Gaussians pass over it).
+pub const STATS_TB: usize = 32;
+
+/// `s[g][c] += Σ_t p[t][g]·xe[t][c]` for `g < gs`, `c < cols` (a multiple of
+/// 4), `t < n`; `p` is `n × gs` (row stride `ldp` ≥ `gs`; make it odd so a
+/// block of rows does not fall into one L1 set), `xe` is `n × cols` (stride
+/// `cols`), `s` is `gs × cols` (stride `cols`). Frames are summed in order in
+/// blocks of [`STATS_TB`], each block's sum added into `s` in block order.
+pub fn stats(gs: usize, n: usize, cols: usize, p: &[f64], ldp: usize, xe: &[f64], s: &mut [f64]) {
+    assert!(cols % 4 == 0 && ldp >= gs);
+    assert!(n == 0 || p.len() >= (n - 1) * ldp + gs);
+    assert!(xe.len() >= n * cols && s.len() >= gs * cols);
     #[cfg(target_arch = "x86_64")]
     if has_avx2_fma() {
         // SAFETY: the CPU has AVX2 and FMA; sizes checked above.
-        unsafe { avx2::stats(gs, n, cols, pt.as_ptr(), xe.as_ptr(), s.as_mut_ptr()) };
+        unsafe { avx2::stats(gs, n, cols, p.as_ptr(), ldp, xe.as_ptr(), s.as_mut_ptr()) };
         return;
     }
-    for g in 0..gs {
-        for c in 0..cols {
-            let mut acc = 0f64;
-            for t in 0..n {
-                acc += pt[g * n + t] * xe[t * cols + c];
+    let mut t0 = 0;
+    while t0 < n {
+        let t1 = (t0 + STATS_TB).min(n);
+        for g in 0..gs {
+            for c in 0..cols {
+                let mut acc = 0f64;
+                for t in t0..t1 {
+                    acc += p[t * ldp + g] * xe[t * cols + c];
+                }
+                s[g * cols + c] += acc;
             }
-            s[g * cols + c] += acc;
         }
+        t0 = t1;
     }
 }
 
@@ -212,27 +224,113 @@ row_fns!(max_portable, sumexp_portable, softmax_portable);
 
 #[cfg(target_arch = "x86_64")]
 mod avx2_rows {
-    use super::*;
-    row_fns!(max_i, sumexp_i, softmax_i);
+    use super::{exp_f32, LANES};
+    use std::arch::x86_64::*;
+
+    /// [`exp_f32`] on 8 lanes (same constants; FMA in the reduction).
+    #[inline(always)]
+    unsafe fn exp8(x: __m256) -> __m256 {
+        let set = _mm256_set1_ps;
+        let xc = _mm256_max_ps(_mm256_min_ps(x, set(88.3)), set(-87.3));
+        let t = _mm256_fmadd_ps(xc, set(std::f32::consts::LOG2_E), set(12_582_912.0));
+        let n = _mm256_sub_ps(t, set(12_582_912.0));
+        let r = _mm256_fnmadd_ps(n, set(0.693_359_4), xc);
+        let r = _mm256_fnmadd_ps(n, set(-2.121_944_4e-4), r);
+        let mut p = set(1.987_569_2e-4);
+        p = _mm256_fmadd_ps(p, r, set(1.398_199_9e-3));
+        p = _mm256_fmadd_ps(p, r, set(8.333_452e-3));
+        p = _mm256_fmadd_ps(p, r, set(4.166_579_6e-2));
+        p = _mm256_fmadd_ps(p, r, set(1.666_666_5e-1));
+        p = _mm256_fmadd_ps(p, r, set(5.000_000_1e-1));
+        p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, set(1.0)));
+        let ni = _mm256_sub_epi32(_mm256_castps_si256(t), _mm256_set1_epi32(0x4B40_0000));
+        let scale = _mm256_castsi256_ps(_mm256_slli_epi32(
+            _mm256_add_epi32(ni, _mm256_set1_epi32(127)),
+            23,
+        ));
+        let under = _mm256_cmp_ps(x, set(-87.3), _CMP_LT_OQ);
+        _mm256_andnot_ps(under, _mm256_mul_ps(p, scale))
+    }
+
+    #[inline(always)]
+    unsafe fn hsum(v: __m256) -> f32 {
+        let mut a = [0f32; LANES];
+        _mm256_storeu_ps(a.as_mut_ptr(), v);
+        ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]))
+    }
+
+    #[inline(always)]
+    unsafe fn max(row: &[f32]) -> f32 {
+        let n8 = row.len() / LANES * LANES;
+        let mut m = _mm256_set1_ps(f32::NEG_INFINITY);
+        let mut i = 0;
+        while i < n8 {
+            m = _mm256_max_ps(m, _mm256_loadu_ps(row.as_ptr().add(i)));
+            i += LANES;
+        }
+        let mut a = [0f32; LANES];
+        _mm256_storeu_ps(a.as_mut_ptr(), m);
+        let mut mx = a.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        for &v in &row[n8..] {
+            mx = mx.max(v);
+        }
+        mx
+    }
 
     #[target_feature(enable = "avx2,fma")]
     pub unsafe fn log_sum_exp(row: &[f32]) -> f32 {
-        let mx = max_i(row);
+        let mx = max(row);
         if mx == f32::NEG_INFINITY {
             return mx;
         }
-        mx + sumexp_i(row, mx).ln()
+        let n8 = row.len() / LANES * LANES;
+        let mv = _mm256_set1_ps(mx);
+        let mut acc = _mm256_setzero_ps();
+        let mut i = 0;
+        while i < n8 {
+            acc = _mm256_add_ps(
+                acc,
+                exp8(_mm256_sub_ps(_mm256_loadu_ps(row.as_ptr().add(i)), mv)),
+            );
+            i += LANES;
+        }
+        let mut sum = hsum(acc);
+        for &v in &row[n8..] {
+            sum += exp_f32(v - mx);
+        }
+        mx + sum.ln()
     }
 
     #[target_feature(enable = "avx2,fma")]
     pub unsafe fn softmax(row: &mut [f32]) -> f32 {
-        let mx = max_i(row);
-        let s = softmax_i(row, mx);
-        let inv = 1.0 / s;
-        for v in row.iter_mut() {
+        let mx = max(row);
+        let n8 = row.len() / LANES * LANES;
+        let mv = _mm256_set1_ps(mx);
+        let mut acc = _mm256_setzero_ps();
+        let ptr = row.as_mut_ptr();
+        let mut i = 0;
+        while i < n8 {
+            let e = exp8(_mm256_sub_ps(_mm256_loadu_ps(ptr.add(i)), mv));
+            _mm256_storeu_ps(ptr.add(i), e);
+            acc = _mm256_add_ps(acc, e);
+            i += LANES;
+        }
+        let mut sum = hsum(acc);
+        for v in &mut row[n8..] {
+            *v = exp_f32(*v - mx);
+            sum += *v;
+        }
+        let inv = _mm256_set1_ps(1.0 / sum);
+        let mut i = 0;
+        while i < n8 {
+            _mm256_storeu_ps(ptr.add(i), _mm256_mul_ps(_mm256_loadu_ps(ptr.add(i)), inv));
+            i += LANES;
+        }
+        let inv = 1.0 / sum;
+        for v in &mut row[n8..] {
             *v *= inv;
         }
-        mx + s.ln()
+        mx + sum.ln()
     }
 }
 
@@ -379,34 +477,41 @@ mod avx2 {
         gs: usize,
         n: usize,
         cols: usize,
-        pt: *const f64,
+        p: *const f64,
+        ldp: usize,
         xe: *const f64,
         s: *mut f64,
     ) {
-        let mut g = 0;
-        while g < gs {
-            let mg = (gs - g).min(4);
-            let mut c = 0;
-            while c < cols {
-                let nv = ((cols - c) / 4).min(3);
-                let (p, x, o) = (pt.add(g * n), xe.add(c), s.add(g * cols + c));
-                match (mg, nv) {
-                    (4, 3) => st::<4, 3>(n, p, n, x, cols, o, cols),
-                    (4, 2) => st::<4, 2>(n, p, n, x, cols, o, cols),
-                    (4, _) => st::<4, 1>(n, p, n, x, cols, o, cols),
-                    (3, 3) => st::<3, 3>(n, p, n, x, cols, o, cols),
-                    (3, 2) => st::<3, 2>(n, p, n, x, cols, o, cols),
-                    (3, _) => st::<3, 1>(n, p, n, x, cols, o, cols),
-                    (2, 3) => st::<2, 3>(n, p, n, x, cols, o, cols),
-                    (2, 2) => st::<2, 2>(n, p, n, x, cols, o, cols),
-                    (2, _) => st::<2, 1>(n, p, n, x, cols, o, cols),
-                    (_, 3) => st::<1, 3>(n, p, n, x, cols, o, cols),
-                    (_, 2) => st::<1, 2>(n, p, n, x, cols, o, cols),
-                    (_, _) => st::<1, 1>(n, p, n, x, cols, o, cols),
+        let mut t0 = 0;
+        while t0 < n {
+            let tb = (n - t0).min(super::STATS_TB);
+            let (pb, xb) = (p.add(t0 * ldp), xe.add(t0 * cols));
+            let mut g = 0;
+            while g < gs {
+                let mg = (gs - g).min(4);
+                let mut c = 0;
+                while c < cols {
+                    let nv = ((cols - c) / 4).min(2);
+                    let (pp, x, o) = (pb.add(g), xb.add(c), s.add(g * cols + c));
+                    match (mg, nv) {
+                        (4, 3) => st::<4, 3>(tb, pp, ldp, x, cols, o, cols),
+                        (4, 2) => st::<4, 2>(tb, pp, ldp, x, cols, o, cols),
+                        (4, _) => st::<4, 1>(tb, pp, ldp, x, cols, o, cols),
+                        (3, 3) => st::<3, 3>(tb, pp, ldp, x, cols, o, cols),
+                        (3, 2) => st::<3, 2>(tb, pp, ldp, x, cols, o, cols),
+                        (3, _) => st::<3, 1>(tb, pp, ldp, x, cols, o, cols),
+                        (2, 3) => st::<2, 3>(tb, pp, ldp, x, cols, o, cols),
+                        (2, 2) => st::<2, 2>(tb, pp, ldp, x, cols, o, cols),
+                        (2, _) => st::<2, 1>(tb, pp, ldp, x, cols, o, cols),
+                        (_, 3) => st::<1, 3>(tb, pp, ldp, x, cols, o, cols),
+                        (_, 2) => st::<1, 2>(tb, pp, ldp, x, cols, o, cols),
+                        (_, _) => st::<1, 1>(tb, pp, ldp, x, cols, o, cols),
+                    }
+                    c += nv * 4;
                 }
-                c += nv * 4;
+                g += mg;
             }
-            g += mg;
+            t0 += tb;
         }
     }
 
@@ -415,7 +520,7 @@ mod avx2 {
     #[allow(clippy::too_many_arguments)]
     unsafe fn st<const MG: usize, const NV: usize>(
         n: usize,
-        pt: *const f64,
+        p: *const f64,
         ldp: usize,
         xe: *const f64,
         ldx: usize,
@@ -429,7 +534,7 @@ mod avx2 {
                 *v = _mm256_loadu_pd(xe.add(t * ldx + 4 * j));
             }
             for (i, row) in acc.iter_mut().enumerate() {
-                let pv = _mm256_broadcast_sd(&*pt.add(i * ldp + t));
+                let pv = _mm256_broadcast_sd(&*p.add(t * ldp + i));
                 for j in 0..NV {
                     row[j] = _mm256_fmadd_pd(pv, xv[j], row[j]);
                 }

@@ -63,7 +63,11 @@ impl Engine for CpuEngine {
 
     fn device(&self) -> String {
         let t = self.threads;
-        format!("{t} CPU thread{}", if t == 1 { "" } else { "s" })
+        let threads = format!("{t} CPU thread{}", if t == 1 { "" } else { "s" });
+        match cpu_model_name() {
+            Some(name) => format!("{name}, {threads}"),
+            None => threads,
+        }
     }
 
     fn load<'e>(&'e self, model: &AcousticModel) -> Result<Box<dyn LoadedModel + 'e>> {
@@ -72,6 +76,13 @@ impl Engine for CpuEngine {
             packed: PackedModel::new(model)?,
         }))
     }
+}
+
+/// The CPU's name from /proc/cpuinfo (Linux), for benchmark records.
+fn cpu_model_name() -> Option<String> {
+    let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("model name"))?;
+    Some(line.split_once(':')?.1.trim().to_string())
 }
 
 /// A model in the CPU engine's layout: per state, its Gaussians' expanded
@@ -204,9 +215,9 @@ impl PackedModel {
         let mut l = Vec::new();
         for s in 0..ns {
             let ldo = self.component_block(s, rows, &xe, &mut l);
-            let m = self.counts[s];
+            // Whole padded rows: virtual lanes are −∞ and add exactly 0.
             for r in 0..rows {
-                out[r * ns + s] = kernels::log_sum_exp(&l[r * ldo..r * ldo + m]);
+                out[r * ns + s] = kernels::log_sum_exp(&l[r * ldo..(r + 1) * ldo]);
             }
         }
     }

@@ -1,0 +1,75 @@
+//! `amtool bench`: run the benchmark cases of ../shared/bench/README.md on an
+//! engine and print one JSON object per line (see [`crate::bench`]).
+
+use clap::Args;
+
+use crate::bench::{self, BenchConfig};
+use crate::engine;
+
+#[derive(Debug, Clone, Args)]
+pub struct BenchArgs {
+    /// Engine to run: cpu or cuda.
+    #[arg(long, default_value = "cpu", value_name = "NAME")]
+    pub engine: String,
+    /// Case to run (repeatable; default: all): estep_seed000, score_seed002,
+    /// score_seed002_var, fullcov_score_seed001, acc_ali.
+    #[arg(long = "case", value_name = "NAME")]
+    pub cases: Vec<String>,
+    /// Frames per case (T for estep_seed000) instead of the paper's.
+    #[arg(long, value_name = "N")]
+    pub frames: Option<usize>,
+    /// Gaussians of the estep_seed000 GMM (one M instead of 32, 256, 2048).
+    #[arg(long, value_name = "M")]
+    pub gaussians: Option<usize>,
+    /// States (pdfs for acc_ali).
+    #[arg(long, value_name = "S")]
+    pub states: Option<usize>,
+    /// Gaussians per state (the mean for score_seed002_var and acc_ali).
+    #[arg(long, value_name = "G")]
+    pub gaussians_per_state: Option<usize>,
+    /// Feature dimension.
+    #[arg(long, value_name = "D")]
+    pub dim: Option<usize>,
+    /// CPU engine threads (0: one per CPU).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub threads: usize,
+    /// Timed runs per case after one warm-up (the median is reported; at least 3
+    /// for figures you publish).
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    pub reps: usize,
+    /// Most frames checked against the float64 reference.
+    #[arg(long, default_value_t = 20_000, value_name = "N")]
+    pub check_frames: usize,
+}
+
+/// Returns the exit status.
+pub fn run(args: &BenchArgs) -> i32 {
+    let engine = match engine::by_name(&args.engine, args.threads) {
+        Ok(e) => e,
+        Err(e) => return super::fail(&e.to_string()),
+    };
+    let cfg = BenchConfig {
+        frames: args.frames,
+        gaussians: args.gaussians,
+        states: args.states,
+        gauss_per_state: args.gaussians_per_state,
+        dim: args.dim,
+        reps: args.reps,
+        check_frames: args.check_frames.max(1),
+        ..BenchConfig::default()
+    };
+    let cases: Vec<String> = if args.cases.is_empty() {
+        bench::CASES.iter().map(|s| s.to_string()).collect()
+    } else {
+        args.cases.clone()
+    };
+    for case in &cases {
+        let r = bench::run_case(engine.as_ref(), case, &cfg, &mut |j| {
+            println!("{}", j.line())
+        });
+        if let Err(e) = r {
+            return super::fail(&format!("bench case {case}: {e}"));
+        }
+    }
+    0
+}
