@@ -16,6 +16,9 @@ _amtool() {
             ",$1")
                 cmd="amtool"
                 ;;
+            amtool,bench)
+                cmd="amtool__subcmd__bench"
+                ;;
             amtool,completions)
                 cmd="amtool__subcmd__completions"
                 ;;
@@ -27,6 +30,9 @@ _amtool() {
                 ;;
             amtool,shims)
                 cmd="amtool__subcmd__shims"
+                ;;
+            amtool__subcmd__help,bench)
+                cmd="amtool__subcmd__help__subcmd__bench"
                 ;;
             amtool__subcmd__help,completions)
                 cmd="amtool__subcmd__help__subcmd__completions"
@@ -47,12 +53,66 @@ _amtool() {
 
     case "${cmd}" in
         amtool)
-            opts="-h -V --help --version shims completions man help"
+            opts="-h -V --help --version bench shims completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        amtool__subcmd__bench)
+            opts="-h --engine --case --frames --gaussians --states --gaussians-per-state --dim --threads --reps --check-frames --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --engine)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --case)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --frames)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --gaussians)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --states)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --gaussians-per-state)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --dim)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --threads)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --reps)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --check-frames)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -75,8 +135,22 @@ _amtool() {
             return 0
             ;;
         amtool__subcmd__help)
-            opts="shims completions man help"
+            opts="bench shims completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        amtool__subcmd__help__subcmd__bench)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi

@@ -26,15 +26,28 @@ end
 
 complete -c amtool -n "__fish_amtool_needs_command" -s h -l help -d 'Print help'
 complete -c amtool -n "__fish_amtool_needs_command" -s V -l version -d 'Print version'
+complete -c amtool -n "__fish_amtool_needs_command" -f -a "bench" -d 'Run the benchmark cases (../shared/bench/README.md) and print one JSON line per case'
 complete -c amtool -n "__fish_amtool_needs_command" -f -a "shims" -d 'Create symlinks named like the Kaldi tools amtool replaces (put DIR first on PATH)'
 complete -c amtool -n "__fish_amtool_needs_command" -f -a "completions" -d 'Print a shell completion script (e.g. `amtool completions bash > /etc/bash_completion.d/amtool`)'
 complete -c amtool -n "__fish_amtool_needs_command" -f -a "man" -d 'Write the man pages generated from these option definitions into DIR'
 complete -c amtool -n "__fish_amtool_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c amtool -n "__fish_amtool_using_subcommand bench" -l engine -d 'Engine to run: cpu or cuda' -r
+complete -c amtool -n "__fish_amtool_using_subcommand bench" -l case -d 'Case to run (repeatable; default: all): estep_seed000, score_seed002, score_seed002_var, fullcov_score_seed001, acc_ali' -r
+complete -c amtool -n "__fish_amtool_using_subcommand bench" -l frames -d 'Frames per case (T for estep_seed000) instead of the paper\'s' -r
+complete -c amtool -n "__fish_amtool_using_subcommand bench" -l gaussians -d 'Gaussians of the estep_seed000 GMM (one M instead of 32, 256, 2048)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand bench" -l states -d 'States (pdfs for acc_ali)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand bench" -l gaussians-per-state -d 'Gaussians per state (the mean for score_seed002_var and acc_ali)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand bench" -l dim -d 'Feature dimension' -r
+complete -c amtool -n "__fish_amtool_using_subcommand bench" -l threads -d 'CPU engine threads (0: one per CPU)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand bench" -l reps -d 'Timed runs per case after one warm-up (the median is reported; at least 3 for figures you publish)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand bench" -l check-frames -d 'Most frames checked against the float64 reference' -r
+complete -c amtool -n "__fish_amtool_using_subcommand bench" -s h -l help -d 'Print help'
 complete -c amtool -n "__fish_amtool_using_subcommand shims" -s h -l help -d 'Print help'
 complete -c amtool -n "__fish_amtool_using_subcommand completions" -s h -l help -d 'Print help'
 complete -c amtool -n "__fish_amtool_using_subcommand man" -l completions -d 'Also write the bash/zsh/fish completion scripts into this folder' -r -F
 complete -c amtool -n "__fish_amtool_using_subcommand man" -s h -l help -d 'Print help'
-complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from shims completions man help" -f -a "shims" -d 'Create symlinks named like the Kaldi tools amtool replaces (put DIR first on PATH)'
-complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from shims completions man help" -f -a "completions" -d 'Print a shell completion script (e.g. `amtool completions bash > /etc/bash_completion.d/amtool`)'
-complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from shims completions man help" -f -a "man" -d 'Write the man pages generated from these option definitions into DIR'
-complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from shims completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench shims completions man help" -f -a "bench" -d 'Run the benchmark cases (../shared/bench/README.md) and print one JSON line per case'
+complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench shims completions man help" -f -a "shims" -d 'Create symlinks named like the Kaldi tools amtool replaces (put DIR first on PATH)'
+complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench shims completions man help" -f -a "completions" -d 'Print a shell completion script (e.g. `amtool completions bash > /etc/bash_completion.d/amtool`)'
+complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench shims completions man help" -f -a "man" -d 'Write the man pages generated from these option definitions into DIR'
+complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench shims completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
