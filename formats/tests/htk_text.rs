@@ -154,3 +154,30 @@ mod roundtrip {
         }
     }
 }
+
+/// Every configuration file: the fixture configs and the wild ones.
+#[test]
+fn config_files_parse() {
+    use amtool_formats::htk::config::Config;
+    let mut n = 0;
+    for dir in [
+        format!("{SHARED}/config"),
+        "../../shared/fixtures/wild/htk_config".to_string(),
+    ] {
+        let dir = Path::new(&dir);
+        if !dir.is_dir() {
+            eprintln!("skipped: {} not present", dir.display());
+            continue;
+        }
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            let c = Config::load(&p).unwrap_or_else(|e| panic!("{e}"));
+            assert!(!c.entries.is_empty(), "{}", p.display());
+            n += 1;
+        }
+    }
+    if n > 0 {
+        let c = Config::load(format!("{SHARED}/config/map.cfg")).unwrap();
+        assert_eq!(c.get_f64("HMAP", "MAPTAU"), Some(Ok(10.0)));
+    }
+}

@@ -1,7 +1,13 @@
 //! HTK's file formats: MMFs (text and binary), parameter files, MLFs and
 //! script files, read and written as HTK 3.4.1 does.
+//!
+//! - [`mmf`]: master macro files (`HmmSet`, shared structures, HMM lists)
+//! - [`param`]: parameter files (all kinds and qualifiers, `_C`, `_K`)
+//! - [`mlf`], [`script`], [`config`]: label, script and configuration files
+//! - [`parmkind`], [`strings`], [`cfmt`]: the small shared conventions
 
 pub mod cfmt;
+pub mod config;
 pub mod mlf;
 pub mod mmf;
 pub mod param;
