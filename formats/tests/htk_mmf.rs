@@ -691,3 +691,23 @@ fn computed_gconsts_equal_hhed_bit_for_bit() {
         assert_eq!(set.to_binary(None), bin, "{f}");
     }
 }
+
+/// `-M dir`: each MMF goes back under its own name, byte-identical.
+#[test]
+fn save_to_dir_writes_each_file_back() {
+    let (Some(m), Some(h)) = (shared("hmm/hmm18/macros"), shared("hmm/hmm18/hmmdefs")) else {
+        return;
+    };
+    let set = HmmSet::load(&[&m, &h]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let written = set.save_to_dir(dir.path(), false).unwrap();
+    assert_eq!(written.len(), 2);
+    assert_eq!(
+        std::fs::read(dir.path().join("macros")).unwrap(),
+        std::fs::read(&m).unwrap()
+    );
+    assert_eq!(
+        std::fs::read(dir.path().join("hmmdefs")).unwrap(),
+        std::fs::read(&h).unwrap()
+    );
+}

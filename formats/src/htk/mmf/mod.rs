@@ -414,6 +414,33 @@ impl HmmSet {
         writer::write(self, file, true)
     }
 
+    /// Write each loaded MMF back under its own base name in `dir` (what
+    /// HERest/HHEd `-M dir` do through `SaveHMMSet`); returns the paths written.
+    pub fn save_to_dir(
+        &self,
+        dir: impl AsRef<Path>,
+        binary: bool,
+    ) -> Result<Vec<std::path::PathBuf>> {
+        let mut written = Vec::new();
+        for (i, f) in self.files.iter().enumerate() {
+            let base = Path::new(f).file_name().ok_or_else(|| Error::Format {
+                path: f.clone(),
+                key: None,
+                pos: crate::error::Pos::Unknown,
+                msg: "MMF name has no file name part".into(),
+            })?;
+            let out = dir.as_ref().join(base);
+            let bytes = if binary {
+                self.to_binary(Some(i))
+            } else {
+                self.to_text(Some(i))
+            };
+            crate::htk::atomic_write(&out, &bytes)?;
+            written.push(out);
+        }
+        Ok(written)
+    }
+
     /// Write all macros into one MMF (HHEd `-w`), text or binary, atomically.
     pub fn save(&self, path: impl AsRef<Path>, binary: bool) -> Result<()> {
         let bytes = if binary {

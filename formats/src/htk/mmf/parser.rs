@@ -523,12 +523,6 @@ impl Parser<'_, '_> {
         } else {
             "<DURATION>"
         };
-        let arena_len = if code == sym::SWEIGHTS {
-            self.set.sweights.len()
-        } else {
-            self.set.durations.len()
-        };
-        let _ = arena_len;
         match self.vector_or_ref(code, kind, what)? {
             Ok(v) => {
                 let arena = if code == sym::SWEIGHTS {
