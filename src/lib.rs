@@ -15,6 +15,7 @@ pub mod error;
 pub mod layout;
 pub mod model;
 pub mod stats;
+pub mod train;
 
 pub use amtool_formats as formats;
 pub use error::{Error, Result};

@@ -12,7 +12,7 @@
 
 use crate::model::StateGmm;
 use crate::stats::linalg::{apply_eig_floor, log_pos_def_det, max_abs_eig, sp_invert, sp_len};
-use crate::stats::mle_diag::{remove_components, GmmUpdateReport, LOG_2PI};
+use crate::stats::mle_diag::{blas_sdot, remove_components, GmmUpdateReport, LOG_2PI};
 use crate::stats::{fmt_g, GmmAccumulator, UpdateFlags};
 
 /// `MleFullGmmOptions`: Kaldi's option names are in the field docs.
@@ -62,7 +62,7 @@ pub fn full_gconsts(
         if w < 0.0 {
             return Err(format!("component {m} has negative weight {w}"));
         }
-        let gc = ((w as f64).ln() + offset as f64) as f32;
+        let gc = w.ln() + offset;
         let icov = f32s_to_f64(&inv_vars[m * vlen..(m + 1) * vlen]);
         let cov: Vec<f64> = sp_invert(&icov, dim)
             .ok_or_else(|| format!("component {m}: inverse covariance is not positive definite"))?
@@ -88,28 +88,42 @@ pub fn full_gconsts(
     Ok(out)
 }
 
-/// Kaldi's `MlObjective(FullGmm, AccumFullGmm)`, statistics rounded to float
-/// first as Kaldi does, summed in f64.
-pub fn full_objective(gmm: &StateGmm, acc: &GmmAccumulator, dim: usize) -> f64 {
+/// Kaldi's `MlObjective(FullGmm, AccumFullGmm)` in float as Kaldi computes
+/// it: `occ·gconsts` and `tr(M Mᵀ)` with OpenBLAS's `sdot` order, then per
+/// component `obj −= ½ TraceSpSp(S, Σ⁻¹)` with Kaldi's loop (off-diagonal
+/// terms `2.0 * a * b` in double, accumulated in float).
+pub fn full_objective(gmm: &StateGmm, acc: &GmmAccumulator, dim: usize) -> f32 {
     let vlen = sp_len(dim);
-    let mut obj = 0.0f64;
-    for (m, &occ) in acc.occupancy.iter().enumerate() {
-        obj += (occ as f32) as f64 * gmm.gconsts[m] as f64;
-    }
-    for (x, y) in acc.mean_acc.iter().zip(&gmm.means_invvars) {
-        obj += (*x as f32) as f64 * *y as f64;
+    let to32 = |v: &[f64]| -> Vec<f32> { v.iter().map(|&x| x as f32).collect() };
+    let occ = to32(&acc.occupancy);
+    let mut obj = blas_sdot(&occ, &gmm.gconsts);
+    if !acc.mean_acc.is_empty() {
+        let ma = to32(&acc.mean_acc);
+        let mut t = 0.0f32;
+        for r in 0..occ.len() {
+            t += blas_sdot(
+                &ma[r * dim..(r + 1) * dim],
+                &gmm.means_invvars[r * dim..(r + 1) * dim],
+            );
+        }
+        obj += t;
     }
     if !acc.var_acc.is_empty() {
-        let mut tr = 0.0;
-        for m in 0..acc.occupancy.len() {
-            let a: Vec<f64> = acc.var_acc[m * vlen..(m + 1) * vlen]
-                .iter()
-                .map(|&x| (x as f32) as f64)
-                .collect();
-            let b = f32s_to_f64(&gmm.inv_vars[m * vlen..(m + 1) * vlen]);
-            tr += crate::stats::linalg::trace_sp_sp(&a, &b, dim);
+        for m in 0..occ.len() {
+            let a = to32(&acc.var_acc[m * vlen..(m + 1) * vlen]);
+            let b = &gmm.inv_vars[m * vlen..(m + 1) * vlen];
+            let mut ans = 0.0f32;
+            let mut k = 0;
+            for row in 0..dim {
+                for _col in 0..row {
+                    ans = (ans as f64 + 2.0 * a[k] as f64 * b[k] as f64) as f32;
+                    k += 1;
+                }
+                ans += a[k] * b[k];
+                k += 1;
+            }
+            obj = (obj as f64 - 0.5 * ans as f64) as f32;
         }
-        obj -= 0.5 * tr;
     }
     obj
 }
@@ -141,7 +155,7 @@ pub fn mle_full_gmm_update(
     }
     gmm.gconsts = full_gconsts(&gmm.weights, &gmm.means_invvars, &gmm.inv_vars, dim)?;
     let obj_old = full_objective(gmm, acc, dim);
-    let occ_sum: f64 = acc.occupancy.iter().sum();
+    let occ_sum = crate::stats::mle_diag::kaldi_vector_sum_f64(&acc.occupancy);
 
     // FullGmmNormal of the current model, in double.
     let mut n_weights: Vec<f64> = f32s_to_f64(&gmm.weights);
@@ -239,7 +253,10 @@ pub fn mle_full_gmm_update(
     }
     for i in 0..num_gauss {
         if flags.variances {
-            let icov = sp_invert(&n_vars[i], dim).ok_or_else(|| {
+            // Kaldi copies the double covariance into the float inverse
+            // covariance first, then inverts that in double (`InvertDouble`).
+            let cov32: Vec<f64> = n_vars[i].iter().map(|&x| (x as f32) as f64).collect();
+            let icov = sp_invert(&cov32, dim).ok_or_else(|| {
                 format!("component {i}: updated covariance is not positive definite")
             })?;
             for (dst, &x) in gmm.inv_vars[i * vlen..(i + 1) * vlen].iter_mut().zip(&icov) {
@@ -256,7 +273,7 @@ pub fn mle_full_gmm_update(
     }
     gmm.gconsts = full_gconsts(&gmm.weights, &gmm.means_invvars, &gmm.inv_vars, dim)?;
     let obj_new = full_objective(gmm, acc, dim);
-    report.obj_change = (obj_new - obj_old) as f32;
+    report.obj_change = obj_new - obj_old;
     report.count = occ_sum as f32;
     if !report.removed.is_empty() {
         remove_components(gmm, &report.removed, vlen, dim);

@@ -1,0 +1,10 @@
+//! Kaldi-compatible training jobs as library calls, used by the `acc-stats`,
+//! `sum-accs` and `est` subcommands: conversions between Kaldi's file
+//! structures and the neutral model ([`convert`]), whole-object I/O by
+//! rx/wxfilename ([`io`]), statistics accumulation over feature tables
+//! ([`acc_stats`]), summing ([`sum_accs`]) and re-estimation ([`est`]).
+//! The arithmetic itself lives in [`crate::stats`]; nothing here prints.
+
+pub mod convert;
+pub mod est;
+pub mod io;
