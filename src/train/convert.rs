@@ -11,7 +11,6 @@ use amtool_formats::kaldi::accs::{
 use amtool_formats::kaldi::gmm::{AmDiagGmm, DiagGmm, FullGmm};
 
 use crate::model::{AcousticModel, CovKind, StateGmm};
-use crate::stats::linalg::sp_len;
 use crate::stats::{GmmAccumulator, ModelAccumulators, UpdateFlags};
 use crate::{Error, Result};
 
@@ -170,63 +169,26 @@ pub fn diag_from_gmm_acc(g: &GmmAccumulator, dim: usize, flags: UpdateFlags) -> 
     }
 }
 
-/// `AccumFullGmm` (file form, centred) as a neutral accumulator (uncentred):
-/// Kaldi's `Read` adds `(Σγx)(Σγx)ᵀ/γ` back, in double.
+/// `AccumFullGmm` (file form, centred) as a neutral accumulator (uncentred,
+/// as Kaldi's `Read` leaves it in memory).
 pub fn gmm_acc_from_full(a: &AccumFullGmm) -> GmmAccumulator {
-    let dim = a.dim;
-    let plen = sp_len(dim);
-    let mut var = a.centered_covar_accs.clone();
-    if !var.is_empty() {
-        for c in 0..a.num_comp {
-            let occ = a.occupancy[c];
-            if occ != 0.0 && !a.mean_accs.is_empty() {
-                let m = &a.mean_accs[c * dim..(c + 1) * dim];
-                let alpha = 1.0 / occ;
-                let mut k = c * plen;
-                for i in 0..dim {
-                    for j in 0..=i {
-                        var[k] += alpha * m[i] * m[j];
-                        k += 1;
-                    }
-                }
-            }
-        }
-    }
     GmmAccumulator {
         occupancy: a.occupancy.clone(),
         mean_acc: a.mean_accs.clone(),
-        var_acc: var,
+        var_acc: a.uncentered_covar_accs(),
     }
 }
 
 /// A neutral full-covariance accumulator in Kaldi's file form (centred as
-/// Kaldi's `Write` does: `S − (Σγx)(Σγx)ᵀ/γ` in double).
-pub fn full_from_gmm_acc(g: &GmmAccumulator, dim: usize, flags: UpdateFlags) -> AccumFullGmm {
+/// Kaldi's `Write` does).
+pub fn full_from_gmm_acc(
+    g: &GmmAccumulator,
+    dim: usize,
+    flags: UpdateFlags,
+) -> Result<AccumFullGmm> {
     let f = augment(flags);
-    let plen = sp_len(dim);
     let n = g.occupancy.len();
-    let mut var = if f.variances {
-        g.var_acc.clone()
-    } else {
-        Vec::new()
-    };
-    if !var.is_empty() {
-        for c in 0..n {
-            let occ = g.occupancy[c];
-            if occ != 0.0 {
-                let m = &g.mean_acc[c * dim..(c + 1) * dim];
-                let alpha = -1.0 / occ;
-                let mut k = c * plen;
-                for i in 0..dim {
-                    for j in 0..=i {
-                        var[k] += alpha * m[i] * m[j];
-                        k += 1;
-                    }
-                }
-            }
-        }
-    }
-    AccumFullGmm {
+    let mut a = AccumFullGmm {
         dim,
         num_comp: n,
         flags: flags_to_kaldi(f),
@@ -236,8 +198,13 @@ pub fn full_from_gmm_acc(g: &GmmAccumulator, dim: usize, flags: UpdateFlags) -> 
         } else {
             vec![0.0; n * dim]
         },
-        centered_covar_accs: var,
+        centered_covar_accs: Vec::new(),
+    };
+    if f.variances {
+        a.set_uncentered_covar_accs(&g.var_acc)
+            .map_err(Error::Mismatch)?;
     }
+    Ok(a)
 }
 
 /// gmm-acc-stats accumulators as neutral accumulators over the pdfs.
@@ -292,7 +259,7 @@ mod tests {
             mean_acc: vec![2.0, 4.0, 0.0, 0.0],
             var_acc: vec![3.0, 5.0, 9.0, 0.0, 0.0, 0.0],
         };
-        let f = full_from_gmm_acc(&g, 2, UpdateFlags::default());
+        let f = full_from_gmm_acc(&g, 2, UpdateFlags::default()).unwrap();
         assert_eq!(f.centered_covar_accs[..3], [2.0, 3.0, 5.0]);
         assert_eq!(gmm_acc_from_full(&f), g);
     }
