@@ -324,6 +324,22 @@ impl ParamFile {
         }
     }
 
+    /// The frames as a Kaldi matrix (frames × values), decoded as
+    /// [`ParamFile::to_f32`] does — what `copy-feats --htk-in` reads.
+    pub fn to_matrix(&self) -> crate::kaldi::matrix::Matrix<f32> {
+        let rows = self.n_frames();
+        let mut v = self.to_f32();
+        v.truncate(rows * self.ncols);
+        crate::kaldi::matrix::Matrix::from_vec(rows, self.ncols, v)
+            .unwrap_or_else(|| crate::kaldi::matrix::Matrix::zeros(0, 0))
+    }
+
+    /// A float parameter file from a Kaldi matrix, as `copy-feats-to-htk`
+    /// writes it (its defaults: `sample_period` 100000, kind USER).
+    pub fn from_matrix(m: &crate::kaldi::matrix::Matrix<f32>, kind: ParmKind, samp_period: i32) -> Self {
+        Self::from_f32(kind, samp_period, m.cols(), m.data().to_vec())
+    }
+
     /// Compress float frames as HParm's `CalcCompress`/`CompressPBlock` do
     /// (`SAVECOMPRESSED = T`). Errors if a value falls outside the short range,
     /// as HTK does.
@@ -463,6 +479,14 @@ mod tests {
         let bytes = sample().to_bytes(ByteOrder::Big);
         let e = ParamFile::parse(&bytes[..30]).unwrap_err().to_string();
         assert!(e.contains("truncated") && e.contains("at byte 12"), "{e}");
+    }
+
+    #[test]
+    fn kaldi_matrix_both_ways() {
+        let f = sample();
+        let m = f.to_matrix();
+        assert_eq!((m.rows(), m.cols()), (3, 3));
+        assert_eq!(ParamFile::from_matrix(&m, f.kind, f.samp_period), f);
     }
 
     #[test]
