@@ -6,6 +6,7 @@
 //! runs the subcommand. Exit status is Kaldi's: 0 on success, 1 on error.
 
 pub mod bench;
+pub mod copy;
 pub mod docs;
 pub mod kaldi;
 pub mod shims;
@@ -46,6 +47,9 @@ pub struct KaldiStandard {
 pub enum Command {
     /// Run the benchmark cases (../shared/bench/README.md) and print one JSON line per case.
     Bench(bench::BenchArgs),
+    /// Copy Kaldi tables or objects, converting binary/text (copy-feats, copy-matrix,
+    /// copy-vector, copy-int-vector, copy-post, gmm-copy, gmm-global-copy, fgmm-global-copy).
+    Copy(copy::CopyArgs),
     /// Create symlinks named like the Kaldi tools amtool replaces (put DIR first on PATH).
     Shims {
         /// Folder for the links (created if missing).
@@ -85,6 +89,7 @@ impl Command {
 pub fn run(cli: Cli) -> i32 {
     match cli.command {
         Command::Bench(args) => bench::run(&args),
+        Command::Copy(args) => copy::run(args),
         Command::Shims { dir } => {
             let exe = match std::env::current_exe() {
                 Ok(e) => e,

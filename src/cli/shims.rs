@@ -14,7 +14,40 @@ pub struct Shim {
 }
 
 /// Every Kaldi tool name amtool stands in for. A subcommand adds its tools here.
-pub const SHIMS: &[Shim] = &[];
+pub const SHIMS: &[Shim] = &[
+    Shim {
+        tool: "copy-feats",
+        argv: &["copy", "--kaldi-tool=copy-feats"],
+    },
+    Shim {
+        tool: "copy-matrix",
+        argv: &["copy", "--kaldi-tool=copy-matrix"],
+    },
+    Shim {
+        tool: "copy-vector",
+        argv: &["copy", "--kaldi-tool=copy-vector"],
+    },
+    Shim {
+        tool: "copy-int-vector",
+        argv: &["copy", "--kaldi-tool=copy-int-vector"],
+    },
+    Shim {
+        tool: "copy-post",
+        argv: &["copy", "--kaldi-tool=copy-post"],
+    },
+    Shim {
+        tool: "gmm-copy",
+        argv: &["copy", "--kaldi-tool=gmm-copy"],
+    },
+    Shim {
+        tool: "gmm-global-copy",
+        argv: &["copy", "--kaldi-tool=gmm-global-copy"],
+    },
+    Shim {
+        tool: "fgmm-global-copy",
+        argv: &["copy", "--kaldi-tool=fgmm-global-copy"],
+    },
+];
 
 pub fn find(tool: &str) -> Option<&'static Shim> {
     SHIMS.iter().find(|s| s.tool == tool)

@@ -4,6 +4,7 @@
 //! accumulators — each written back exactly as Kaldi writes it.
 
 pub mod accs;
+pub mod any;
 mod blocks;
 pub mod compressed;
 pub mod files;

@@ -1,0 +1,253 @@
+//! `amtool copy [--binary=true|false] IN OUT`: Kaldi's copy-feats, copy-matrix,
+//! copy-vector, copy-int-vector and copy-post (and the single-object copies of
+//! gmm-copy, gmm-global-copy, fgmm-global-copy), converting between binary and
+//! text.
+//!
+//! When IN and OUT are table specifiers (`ark:`, `scp:`, ...) every entry is
+//! copied; the object type is detected from the first entry
+//! (`amtool_formats::kaldi::any`). Otherwise IN is one object file (`-` =
+//! stdin, `cmd |` = pipe) whose kind is detected by [`copy_single_object`],
+//! and OUT is written atomically.
+//!
+//! `amtool copy` keeps matrices as stored (float, double or compressed), so a
+//! binary copy is byte-identical. Run as `copy-feats`/`copy-matrix` it does what
+//! those tools do: matrices become float (decompressed), or are compressed with
+//! `--compress=true --compression-method=N`.
+
+use clap::Args;
+
+use amtool_formats::kaldi::any::{detect_entry, AnyObject, ObjectType};
+use amtool_formats::kaldi::compressed::{CompressedMatrix, CompressionMethod};
+use amtool_formats::kaldi::files::{printable_rx, printable_wx, read_rxfilename, write_wxfilename};
+use amtool_formats::kaldi::matrix::{Matrix, PackedMatrix, Vector};
+use amtool_formats::kaldi::model::{KaldiModel, ObjectKind};
+use amtool_formats::kaldi::object::{object_to_bytes, read_object, KaldiObject};
+use amtool_formats::kaldi::specifier::{is_table_specifier, RSpecifier, RxFilename, TableKind};
+use amtool_formats::kaldi::table::{SequentialTableReader, TableWriter};
+use amtool_formats::Error as FormatError;
+
+use super::{kaldi, KaldiStandard};
+
+#[derive(Debug, Clone, Args)]
+pub struct CopyArgs {
+    #[command(flatten)]
+    pub std: KaldiStandard,
+    /// Write in binary mode (single objects; for tables the wspecifier's `t`/`b` decides, as in Kaldi).
+    #[arg(long, value_name = "BOOL", default_value = "true", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = kaldi::parse_bool)]
+    pub binary: bool,
+    /// Compress matrices (as copy-feats --compress=true).
+    #[arg(long, value_name = "BOOL", default_value = "false", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = kaldi::parse_bool)]
+    pub compress: bool,
+    /// Compression method: 1 auto, 2 speech feature (CM), 3 two-byte auto (CM2),
+    /// 4 two-byte signed integer, 5 one-byte auto (CM3), 6 one-byte unsigned integer, 7 one-byte 0..1.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub compression_method: i32,
+    /// The Kaldi tool this copy stands in for (set by the shims: copy-feats, copy-matrix, ...).
+    #[arg(long, hide = true, default_value = "amtool-copy")]
+    pub kaldi_tool: String,
+    /// Input: an rspecifier (ark:..., scp:...) or an rxfilename (file, -, "cmd |").
+    #[arg(value_name = "IN")]
+    pub input: String,
+    /// Output: a wspecifier (ark:..., ark,t:..., ark,scp:...) or a wxfilename (file, -, "| cmd").
+    #[arg(value_name = "OUT")]
+    pub output: String,
+}
+
+/// Run `amtool copy`; returns the exit status.
+pub fn run(args: CopyArgs) -> i32 {
+    let res = if is_table_specifier(&args.input) || is_table_specifier(&args.output) {
+        copy_table(&args)
+    } else {
+        copy_single(&args)
+    };
+    match res {
+        Ok(code) => code,
+        Err(msg) => super::fail(&msg),
+    }
+}
+
+fn method(args: &CopyArgs) -> Result<Option<CompressionMethod>, String> {
+    if !args.compress {
+        return Ok(None);
+    }
+    CompressionMethod::from_i32(args.compression_method)
+        .map(Some)
+        .ok_or_else(|| {
+            format!(
+                "invalid --compression-method={} (expected 1..7)",
+                args.compression_method
+            )
+        })
+}
+
+/// Float-matrix tools (copy-feats, copy-matrix) read everything as
+/// `Matrix<BaseFloat>`.
+fn as_float_tool(tool: &str) -> bool {
+    matches!(tool, "copy-feats" | "copy-matrix")
+}
+
+/// What the object becomes on output.
+fn transform(
+    obj: AnyObject,
+    compress: Option<CompressionMethod>,
+    float_tool: bool,
+) -> Result<AnyObject, String> {
+    if let Some(m) = compress {
+        let f = obj.to_float_matrix().ok_or_else(|| {
+            format!(
+                "--compress=true needs matrices, but the input holds a {}",
+                obj.object_type().describe()
+            )
+        })?;
+        return CompressedMatrix::compress(&f, m)
+            .map(AnyObject::CompressedMatrix)
+            .map_err(|e| e.0);
+    }
+    if float_tool {
+        if let Some(f) = obj.to_float_matrix() {
+            return Ok(AnyObject::FloatMatrix(f));
+        }
+    }
+    Ok(obj)
+}
+
+fn copy_table(args: &CopyArgs) -> Result<i32, String> {
+    if !is_table_specifier(&args.input) || !is_table_specifier(&args.output) {
+        return Err(format!(
+            "copy: IN and OUT must both be tables (ark:/scp:) or both plain files; got '{}' and '{}'",
+            args.input, args.output
+        ));
+    }
+    let compress = method(args)?;
+    let float_tool = as_float_tool(&args.kaldi_tool);
+    let spec = RSpecifier::parse(&args.input).map_err(|e| e.0)?;
+    let mut reader =
+        SequentialTableReader::<AnyObject>::open(&args.input).map_err(|e| e.to_string())?;
+    let mut writer = TableWriter::<AnyObject>::open(&args.output).map_err(|e| e.to_string())?;
+    let mut kind: Option<ObjectType> = None;
+    let mut num_done = 0usize;
+    loop {
+        let next = if spec.kind == TableKind::Script {
+            // Each scp entry is a separate object (ranges applied): detect each.
+            reader.next_entry()
+        } else {
+            reader.next_with(|_, r| {
+                let t = match kind {
+                    Some(t) => t,
+                    None => detect_entry(r.remaining()).ok_or_else(|| {
+                        r.error(
+                            "cannot tell which Kaldi object this table holds (not a matrix, vector, \
+                             alignment, posterior, Gaussian selection or basic value)",
+                        )
+                    })?,
+                };
+                AnyObject::read_as(t, r)
+            })
+        };
+        let Some((key, obj)) = next.map_err(|e| e.to_string())? else {
+            break;
+        };
+        kind.get_or_insert(obj.object_type());
+        let out = transform(obj, compress, float_tool)
+            .map_err(|m| format!("{}: key {key}: {m}", printable_rx(&args.input)))?;
+        writer.write(&key, &out).map_err(|e| e.to_string())?;
+        num_done += 1;
+    }
+    writer.close().map_err(|e| e.to_string())?;
+    match kind {
+        Some(t) if t.is_matrix() || compress.is_some() => {
+            if args.kaldi_tool == "copy-matrix" {
+                crate::kaldi_log!("Copied {num_done} matrices.");
+            } else {
+                crate::kaldi_log!("Copied {num_done} feature matrices.");
+            }
+        }
+        Some(ObjectType::Int32Vector) => crate::kaldi_log!("Copied {num_done} vectors of int32."),
+        Some(ObjectType::Posterior) => crate::kaldi_log!("Done copying {num_done} posteriors."),
+        Some(t) => crate::kaldi_log!("Copied {num_done} objects ({}).", t.describe()),
+        None => crate::kaldi_log!("Copied 0 objects."),
+    }
+    Ok(if num_done != 0 { 0 } else { 1 })
+}
+
+/// Re-encode one object with Kaldi's reader/writer for type `T`.
+fn recode<T: KaldiObject>(buf: &[u8], binary: bool) -> Result<Vec<u8>, FormatError> {
+    let obj: T = read_object(buf)?;
+    Ok(object_to_bytes(&obj, binary))
+}
+
+/// Detect what a single-object file holds and re-encode it; returns the bytes
+/// and the log line Kaldi's copy tool prints. One function for every kind, so
+/// new object kinds are added in one place.
+pub fn copy_single_object(
+    buf: &[u8],
+    binary: bool,
+    out_name: &str,
+    float_tool: bool,
+) -> Result<(Vec<u8>, String), FormatError> {
+    let kind = ObjectKind::detect(buf);
+    // The finer type (float/double/compressed/packed) of matrices and vectors.
+    let entry_kind = detect_entry(buf);
+    Ok(match kind {
+        ObjectKind::Matrix => {
+            let bytes = match entry_kind {
+                _ if float_tool => recode::<Matrix<f32>>(buf, binary)?,
+                Some(ObjectType::DoubleMatrix) => recode::<Matrix<f64>>(buf, binary)?,
+                Some(ObjectType::CompressedMatrix) => recode::<CompressedMatrix>(buf, binary)?,
+                _ => recode::<Matrix<f32>>(buf, binary)?,
+            };
+            (bytes, format!("Copied matrix to {out_name}"))
+        }
+        ObjectKind::Vector => {
+            let bytes = match entry_kind {
+                Some(ObjectType::DoubleVector) if !float_tool => recode::<Vector<f64>>(buf, binary)?,
+                _ => recode::<Vector<f32>>(buf, binary)?,
+            };
+            (bytes, format!("Copied vector to {out_name}"))
+        }
+        ObjectKind::Model => {
+            let m = KaldiModel::from_bytes(buf)?;
+            (m.to_bytes(binary), format!("Written model to {out_name}"))
+        }
+        ObjectKind::DiagGmm => (recode::<amtool_formats::kaldi::gmm::DiagGmm>(buf, binary)?, format!("Written model to {out_name}")),
+        ObjectKind::FullGmm => (recode::<amtool_formats::kaldi::gmm::FullGmm>(buf, binary)?, format!("Written model to {out_name}")),
+        ObjectKind::AmDiagGmm => (recode::<amtool_formats::kaldi::gmm::AmDiagGmm>(buf, binary)?, format!("Written model to {out_name}")),
+        ObjectKind::Topology => (recode::<amtool_formats::kaldi::transition::Topology>(buf, binary)?, format!("Written topology to {out_name}")),
+        ObjectKind::AmAccs => (recode::<amtool_formats::kaldi::accs::AmAccs>(buf, binary)?, format!("Written stats to {out_name}")),
+        ObjectKind::DiagAccs => (recode::<amtool_formats::kaldi::accs::AccumDiagGmm>(buf, binary)?, format!("Written stats to {out_name}")),
+        ObjectKind::FullAccs => (recode::<amtool_formats::kaldi::accs::AccumFullGmm>(buf, binary)?, format!("Written stats to {out_name}")),
+        ObjectKind::Other(_) | ObjectKind::Unknown => match entry_kind {
+            // Packed matrices are the one single-object kind the model detection does not name.
+            Some(ObjectType::DoublePacked) => (recode::<PackedMatrix<f64>>(buf, binary)?, format!("Copied packed matrix to {out_name}")),
+            Some(ObjectType::FloatPacked) => (recode::<PackedMatrix<f32>>(buf, binary)?, format!("Copied packed matrix to {out_name}")),
+            _ => {
+                return Err(kind.mismatch_error(
+                    "",
+                    "a Kaldi object amtool copy handles (matrix, vector, GMM, model, topology, accumulators)",
+                ))
+            }
+        },
+    })
+}
+
+fn copy_single(args: &CopyArgs) -> Result<i32, String> {
+    if args.compress {
+        return Err("--compress=true applies to tables (ark:/scp:) only".to_string());
+    }
+    let in_name = printable_rx(&args.input);
+    let rx = RxFilename::classify(&args.input).map_err(|e| e.0)?;
+    let data = read_rxfilename(&rx).map_err(|e| e.to_string())?;
+    let out_name = printable_wx(&args.output);
+    let (bytes, log) = copy_single_object(
+        &data,
+        args.binary,
+        &out_name,
+        as_float_tool(&args.kaldi_tool),
+    )
+    .map_err(|e| e.in_file(&in_name).to_string())?;
+    write_wxfilename(&args.output, |w| w.write_all(&bytes)).map_err(|e| e.to_string())?;
+    crate::kaldi_log!("{log}");
+    Ok(0)
+}
