@@ -9,6 +9,8 @@
 //   GB    Gaussians per tile in the per-state kernels (64 diagonal, 16 full)
 //   KCH   rows of z held in shared memory at once (KZ when it fits; long
 //         full-covariance z are walked in NCH = ceil(KZ/KCH) chunks)
+//   KW    rows of W per stage of the cp.async pipeline (staged kernels)
+//   WRES  1: accum_stats keeps its Gaussian block's W in shared memory
 //   and, when FULL, the array PAIRS[p] = (i << 8) | j of packed index p (i >= j).
 //
 // Every Gaussian log-likelihood is one dot product (the GEMM formulation of
@@ -113,8 +115,10 @@ __device__ __forceinline__ void load_z(float* zs, float* zt, const ZSrc& src, in
 // acc[i][j] += z(entry ty*4+i) · W[k*STRIDE + tx*TG + j] over all k.
 // With NCH == 1 the caller has loaded zs; otherwise the chunks are loaded
 // here (every thread of the CTA must call this together).
+// Wt may point to global or shared memory (plain loads; inlined, the
+// compiler picks the instruction).
 template <int STRIDE, int TG>
-__device__ __forceinline__ void dot_tile(const float* __restrict__ Wt, float* zs, const ZSrc& src,
+__device__ __forceinline__ void dot_tile(const float* Wt, float* zs, const ZSrc& src,
                                          int tx, int ty, float acc[4][TG]) {
 #pragma unroll
     for (int i = 0; i < 4; ++i)
@@ -134,14 +138,14 @@ __device__ __forceinline__ void dot_tile(const float* __restrict__ Wt, float* zs
             const float zz[4] = {z.x, z.y, z.z, z.w};
             float w[TG];
             if (TG == 4) {
-                const float4 w4 = __ldg(reinterpret_cast<const float4*>(Wk + kk * STRIDE));
+                const float4 w4 = *reinterpret_cast<const float4*>(Wk + kk * STRIDE);
                 w[0] = w4.x;
                 w[1 % TG] = w4.y;
                 w[2 % TG] = w4.z;
                 w[3 % TG] = w4.w;
             } else {
 #pragma unroll
-                for (int j = 0; j < TG; ++j) w[j] = __ldg(Wk + kk * STRIDE + j);
+                for (int j = 0; j < TG; ++j) w[j] = Wk[kk * STRIDE + j];
             }
 #pragma unroll
             for (int i = 0; i < 4; ++i)
@@ -152,13 +156,102 @@ __device__ __forceinline__ void dot_tile(const float* __restrict__ Wt, float* zs
 }
 
 // ---------------------------------------------------------------------------
+// W staging: the weights of the next (Gaussian, row chunk) stage are copied
+// into shared memory (cp.async, sm_80+) while the current stage computes, so
+// the dot products read both operands from shared memory and the global loads
+// are many and in flight at once instead of one per FMA block.
+#define WST ((KZ + KW - 1) / KW) // stages per Gaussian slot
+
+__device__ __forceinline__ void cp16(float* dst, const float* src) {
+#if __CUDA_ARCH__ >= 800
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src));
+#else
+    *reinterpret_cast<float4*>(dst) = *reinterpret_cast<const float4*>(src);
+#endif
+}
+__device__ __forceinline__ void cp_commit() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+template <int N>
+__device__ __forceinline__ void cp_wait() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
+
+// Stage `st` of a walk over Gaussian slots: rows [c*KW, ..) of slot st/WST
+// (slot stride KZ*STRIDE floats) into buffer st&1 of wb.
+template <int STRIDE>
+__device__ __forceinline__ void issue_stage(float* wb, const float* __restrict__ W, int st) {
+    const int g = st / WST, c = st % WST, k0 = c * KW;
+    const int n = imin(KW, KZ - k0) * STRIDE;
+    const float* src = W + ((u64)g * KZ + k0) * STRIDE;
+    float* dst = wb + (st & 1) * KW * STRIDE;
+    for (int i = threadIdx.x * 4; i < n; i += NT * 4) cp16(dst + i, src + i);
+    cp_commit();
+}
+
+// For each of `slots` Gaussian slots of W ([slot][k][STRIDE], z resident in
+// zs): acc = z·w for this thread's 4 entries × TG columns, then fin(slot, acc).
+template <int STRIDE, int TG, class Fin>
+__device__ __forceinline__ void staged_walk(const float* __restrict__ W, int slots, const float* zs, float* wb,
+                                            int tx, int ty, Fin fin) {
+    const int stages = slots * WST;
+    float acc[4][TG];
+    if (stages > 0) issue_stage<STRIDE>(wb, W, 0);
+    for (int st = 0; st < stages; ++st) {
+        if (st + 1 < stages) {
+            issue_stage<STRIDE>(wb, W, st + 1);
+            cp_wait<1>();
+        } else {
+            cp_wait<0>();
+        }
+        __syncthreads();
+        const int c = st % WST, k0 = c * KW, rows = imin(KW, KZ - k0);
+        if (c == 0) {
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+#pragma unroll
+                for (int j = 0; j < TG; ++j) acc[i][j] = 0.0f;
+        }
+        const float* w = wb + (st & 1) * KW * STRIDE + tx * TG;
+        const float* z = zs + k0 * ZS + ty * 4;
+#pragma unroll 8
+        for (int kk = 0; kk < rows; ++kk) {
+            const float4 z4 = *reinterpret_cast<const float4*>(z + kk * ZS);
+            const float zz[4] = {z4.x, z4.y, z4.z, z4.w};
+            float wv[TG];
+            if (TG == 4) {
+                const float4 w4 = *reinterpret_cast<const float4*>(w + kk * STRIDE);
+                wv[0] = w4.x;
+                wv[1 % TG] = w4.y;
+                wv[2 % TG] = w4.z;
+                wv[3 % TG] = w4.w;
+            } else {
+#pragma unroll
+                for (int j = 0; j < TG; ++j) wv[j] = w[kk * STRIDE + j];
+            }
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+#pragma unroll
+                for (int j = 0; j < TG; ++j) acc[i][j] = fmaf(zz[i], wv[j], acc[i][j]);
+        }
+        if (c == WST - 1) fin(st / WST, acc);
+        __syncthreads();
+    }
+}
+
+// ---------------------------------------------------------------------------
 // State log-likelihoods on the padded 64-state blocks (Vaněk et al. 2012,
 // Algorithm 1): a CTA scores one block of 64 states against TF frames held in
 // shared memory. Each thread owns 4 states × 4 frames, walks the block's
 // Gaussian slots in order and keeps an online log-sum-exp per (frame, state).
 // W is in the papers' Fig. 2 order: [slot][k][lane], so the 16 threads of a
 // row read 64 consecutive floats (coalesced, float4).
-// Grid: (frame tiles, blocks). Dynamic shared memory: KCH*ZS floats.
+// Grid: (frame tiles, blocks). Dynamic shared memory: KCH*ZS + 2*KW*LANES floats.
 extern "C" __global__ void __launch_bounds__(NT) block_score(
     const float* __restrict__ feats, int T, const float* __restrict__ W,
     const int* __restrict__ block_off, const int* __restrict__ block_slots,
@@ -182,6 +275,14 @@ extern "C" __global__ void __launch_bounds__(NT) block_score(
         }
     const int G = block_slots[b];
     const float* Wg = W + (u64)block_off[b] * KZ * LANES;
+#if NCH == 1
+    staged_walk<LANES, 4>(Wg, G, zs, smem + KCH * ZS, tx, ty, [&](int, float (&acc)[4][4]) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+            for (int j = 0; j < 4; ++j) lse_push(m[i][j], s[i][j], acc[i][j]);
+    });
+#else
     for (int g = 0; g < G; ++g, Wg += (u64)KZ * LANES) {
         float acc[4][4];
         dot_tile<LANES, 4>(Wg, zs, src, tx, ty, acc);
@@ -190,6 +291,7 @@ extern "C" __global__ void __launch_bounds__(NT) block_score(
 #pragma unroll
             for (int j = 0; j < 4; ++j) lse_push(m[i][j], s[i][j], acc[i][j]);
     }
+#endif
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
         const int st = lane_state[b * LANES + tx * 4 + j];
@@ -260,6 +362,17 @@ extern "C" __global__ void __launch_bounds__(NT) entry_loglike(
         m[i] = NEG_BIG;
         s[i] = 0.0f;
     }
+#if NCH == 1
+    staged_walk<GB, TGG>(Wst, (G + GB - 1) / GB, zs, smem + KCH * ZS, tx, ty, [&](int gb, float (&acc)[4][TGG]) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+            for (int j = 0; j < TGG; ++j) {
+                const int g = gb * GB + tx * TGG + j;
+                lse_push(m[i], s[i], g < G ? acc[i][j] : NEG_INF);
+            }
+    });
+#else
     for (int gb = 0; gb * GB < G; ++gb) {
         float acc[4][TGG];
         dot_tile<GB, TGG>(Wst + (u64)gb * KZ * GB, zs, src, tx, ty, acc);
@@ -271,6 +384,7 @@ extern "C" __global__ void __launch_bounds__(NT) entry_loglike(
                 lse_push(m[i], s[i], g < G ? acc[i][j] : NEG_INF);
             }
     }
+#endif
     // Combine the 16 threads of a row (lanes differing in the low 4 bits);
     // the merge is symmetric, so every lane ends with the same bits.
 #pragma unroll
@@ -306,7 +420,7 @@ extern "C" __global__ void __launch_bounds__(NT) entry_loglike(
 // memory. Either way the result lands in partial[item][GB][KZ], this item's
 // own slot (no atomics).
 // Items: (state, first entry, count, Gaussian block).
-// Dynamic shared memory: KCH*ZS + TF*KCH + TF*GS floats.
+// Dynamic shared memory: KCH*ZS + TF*KCH + TF*GS (+ KZ*GB with WRES) floats.
 extern "C" __global__ void __launch_bounds__(NT) accum_stats(
     const float* __restrict__ feats, const unsigned* __restrict__ frame_of,
     const float* __restrict__ weight_of, const float* __restrict__ entry_ll,
@@ -320,7 +434,17 @@ extern "C" __global__ void __launch_bounds__(NT) accum_stats(
     const Item it = items[blockIdx.x];
     const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
     const int G = state_ng[it.state];
+#if WRES
+    // The item walks many entries with one Gaussian block: keep its W here.
+    float* Wgb = gs + TF * GS;
+    {
+        const float* src = W + (u64)(state_gblock[it.state] + it.gblock) * KZ * GB;
+        for (int i = tid * 4; i < KZ * GB; i += NT * 4)
+            *reinterpret_cast<float4*>(Wgb + i) = *reinterpret_cast<const float4*>(src + i);
+    }
+#else
     const float* Wgb = W + (u64)(state_gblock[it.state] + it.gblock) * KZ * GB;
+#endif
     float* p = partial + (u64)blockIdx.x * GB * KZ;
 #if NCH == 1
     const int sy = tid / NSX, sx = tid % NSX;

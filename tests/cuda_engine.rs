@@ -543,6 +543,9 @@ fn cuda_bench_probe() {
         for mm in [32usize, 256, 2048] {
             let m = random_model(&mut rng, d, CovKind::Diagonal, &[mm]);
             let mut lm = amtool::engine::cuda::model::CudaModel::new(e, &m).unwrap();
+            if mm == 32 {
+                eprint!("{}", lm.kernel_report());
+            }
             let mut acc = ModelAccumulators::zeros(&m, UpdateFlags::default());
             let secs = lm
                 .time_accumulate(

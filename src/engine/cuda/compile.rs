@@ -28,6 +28,10 @@ pub struct KernelShape {
     pub gb: usize,
     /// Rows of z held in shared memory at once.
     pub kch: usize,
+    /// Rows of W per stage of the cp.async pipeline.
+    pub kw: usize,
+    /// Whether `accum_stats` keeps its W block in shared memory.
+    pub wres: bool,
 }
 
 impl std::hash::Hash for KernelShape {
@@ -73,13 +77,25 @@ impl KernelShape {
         let max_rows = (SMEM_BUDGET / 4 - tf * (gb + 4)) / (2 * tf + 4);
         let chunks = kzv.div_ceil(max_rows);
         let kch = kzv.div_ceil(chunks);
-        KernelShape {
+        // A small z tile leaves room for whole W slots (up to 96 rows a
+        // stage); a large one (full covariance) gets 16-row stages so two
+        // CTAs still fit on an SM.
+        let kw = if kch * (tf + 4) * 4 <= 48 * 1024 {
+            kzv.div_ceil(kzv.div_ceil(96))
+        } else {
+            16.min(kzv)
+        };
+        let mut shape = KernelShape {
             dim,
             kind,
             tf,
             gb,
             kch,
-        }
+            kw,
+            wres: false,
+        };
+        shape.wres = shape.smem_stats() + kzv * gb * 4 <= SMEM_BUDGET;
+        shape
     }
 
     /// Chunks of z per dot product.
@@ -98,26 +114,29 @@ impl KernelShape {
 
     /// Dynamic shared memory of `block_score`, `component_ll` and `entry_loglike`.
     pub fn smem_score(&self) -> usize {
-        self.kch * (self.tf + 4) * 4
+        (self.kch * (self.tf + 4) + 2 * self.kw * 64) * 4
     }
 
     /// Dynamic shared memory of `accum_stats`.
     pub fn smem_stats(&self) -> usize {
-        (self.kch * (self.tf + 4) + self.tf * self.kch + self.tf * (self.gb + 4)) * 4
+        let w = if self.wres { self.kz() * self.gb } else { 0 };
+        (self.kch * (self.tf + 4) + self.tf * self.kch + self.tf * (self.gb + 4) + w) * 4
     }
 
     /// The `#define`s (and, for full covariances, the pair table) put in front
     /// of the source.
     pub fn prelude(&self) -> String {
         let mut s = format!(
-            "#define D {}\n#define KZ {}\n#define FULL {}\n#define TF {}\n#define NT {}\n#define GB {}\n#define KCH {}\n",
+            "#define D {}\n#define KZ {}\n#define FULL {}\n#define TF {}\n#define NT {}\n#define GB {}\n#define KCH {}\n#define KW {}\n#define WRES {}\n",
             self.dim,
             self.kz(),
             u8::from(self.kind == CovKind::Full),
             self.tf,
             self.threads(),
             self.gb,
-            self.kch
+            self.kch,
+            self.kw,
+            u8::from(self.wres)
         );
         if self.kind == CovKind::Full {
             s.push_str("__device__ const unsigned short PAIRS[] = {");
@@ -261,11 +280,25 @@ mod tests {
             for kind in [CovKind::Diagonal, CovKind::Full] {
                 let s = KernelShape::for_model(d, kind);
                 assert!(s.smem_stats() <= SMEM_BUDGET, "{s:?}: {}", s.smem_stats());
+                assert!(
+                    s.smem_score() <= 227 * 1024 - 1024,
+                    "{s:?}: {}",
+                    s.smem_score()
+                );
                 assert!(s.kch * s.chunks() >= s.kz() && s.kch <= s.kz());
             }
         }
         // The benchmark shapes keep z in one chunk.
         assert_eq!(KernelShape::for_model(40, CovKind::Diagonal).chunks(), 1);
-        assert_eq!(KernelShape::for_model(36, CovKind::Full).chunks(), 1);
+        let f = KernelShape::for_model(36, CovKind::Full);
+        assert_eq!(f.chunks(), 1);
+        // Two full-covariance scoring CTAs fit on an H100 SM (228 KB, 1 KB each reserved).
+        assert!(
+            2 * (f.smem_score() + 1024) <= 228 * 1024,
+            "{}",
+            f.smem_score()
+        );
+        let d = KernelShape::for_model(40, CovKind::Diagonal);
+        assert!(d.wres && d.kw == 81, "{d:?}");
     }
 }

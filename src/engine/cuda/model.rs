@@ -164,6 +164,25 @@ impl<'e> CudaModel<'e> {
         self.k.shape
     }
 
+    /// Registers, local memory (spills) and shared memory of each kernel, as
+    /// the driver reports them: `name regs=R local=L smem=S` lines.
+    pub fn kernel_report(&self) -> String {
+        let sh = self.k.shape;
+        let mut out = format!("{sh:?}\n");
+        for (name, f, smem) in [
+            ("block_score", &self.k.block_score, sh.smem_score()),
+            ("entry_loglike", &self.k.entry_loglike, sh.smem_score()),
+            ("accum_stats", &self.k.accum_stats, sh.smem_stats()),
+        ] {
+            let regs = f.num_regs().unwrap_or(-1);
+            let local = f.local_size_bytes().unwrap_or(-1);
+            out.push_str(&format!(
+                "{name} regs={regs} local={local} smem_dynamic={smem}\n"
+            ));
+        }
+        out
+    }
+
     /// Real and padded Gaussians of the 64-state block layout (padding overhead
     /// = padded / real − 1).
     pub fn block_padding(&mut self) -> Result<(usize, usize)> {
