@@ -19,6 +19,10 @@ use amtool::stats::{ModelAccumulators, UpdateFlags};
 use proptest::prelude::*;
 
 const TOL: f64 = 1e-5;
+/// Engine against engine: each is within TOL of f64, so within 2·TOL of the
+/// other (triangle inequality); full-covariance statistics of one run came to
+/// 1.16e-5 apart while each was under 1e-5 from f64.
+const TOL_PAIR: f64 = 2e-5;
 
 fn engine() -> Option<&'static CudaEngine> {
     static E: OnceLock<Option<CudaEngine>> = OnceLock::new();
@@ -219,6 +223,14 @@ fn ref_accumulate(
 }
 
 fn compare_acc(got: &ModelAccumulators, want: &ModelAccumulators) -> Result<(), String> {
+    compare_acc_tol(got, want, TOL)
+}
+
+fn compare_acc_tol(
+    got: &ModelAccumulators,
+    want: &ModelAccumulators,
+    tol: f64,
+) -> Result<(), String> {
     let flat = |a: &ModelAccumulators,
                 f: fn(&amtool::stats::GmmAccumulator) -> &Vec<f64>|
      -> Vec<f64> { a.states.iter().flat_map(|s| f(s).iter().copied()).collect() };
@@ -232,12 +244,12 @@ fn compare_acc(got: &ModelAccumulators, want: &ModelAccumulators) -> Result<(), 
     ] {
         let (g, w) = (flat(got, f), flat(want, f));
         let e = rel_err(g.iter().copied(), w.iter().copied());
-        if e > TOL {
+        if e > tol {
             return Err(format!("{name}: rel err {e:.3e}"));
         }
     }
     let e = rel_err([got.total_like].into_iter(), [want.total_like].into_iter());
-    if e > TOL {
+    if e > tol {
         return Err(format!(
             "total_like {} vs {}: rel err {e:.3e}",
             got.total_like, want.total_like
@@ -717,7 +729,7 @@ fn check_against_cpu(e: &CudaEngine, c: &Case) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     h.accumulate(batch, FrameTargets::Aligned(&ali), &mut ha)
         .map_err(|e| e.to_string())?;
-    compare_acc(&ga, &ha).map_err(|e| format!("aligned statistics, cuda vs cpu: {e}"))
+    compare_acc_tol(&ga, &ha, TOL_PAIR).map_err(|e| format!("aligned statistics, cuda vs cpu: {e}"))
 }
 
 proptest! {

@@ -3,7 +3,11 @@
 //! uses the same program), one JSON object per line.
 //!
 //! Each case times only the engine calls (the model is loaded and the inputs
-//! made beforehand): one warm-up run, then the median of `reps` timed runs. Its
+//! made beforehand): one warm-up run, then the median of `reps` timed runs.
+//! `seconds` is the engine's kernel time where it measures one (CUDA: device
+//! events around the kernels, host-device copies excluded, as the PyTorch peer
+//! times), else the wall time of the calls; `wall_seconds` is always the wall
+//! time and `timing` says which `seconds` is. Its
 //! `rel_err_vs_f64` is the largest ‖out − ref‖/‖ref‖ over its outputs (each
 //! statistic, the log-likelihoods) against [`crate::engine::reference`] on the
 //! first frames of the input — as many as keep the f64 reference cheap, at
@@ -92,24 +96,57 @@ fn process_cpu_seconds() -> Option<f64> {
     Some((u + s) / 100.0) // USER_HZ is 100 on Linux
 }
 
-/// Warm up once, then the median wall time of `reps` (≥ 1) runs. Logs the
-/// median CPU time too: on a shared machine wall time overstates the cost.
-fn time_median(reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
+/// Median wall time and, where the engine reports one, median kernel time.
+#[derive(Debug, Clone, Copy)]
+struct Timing {
+    wall: f64,
+    kernel: Option<f64>,
+}
+
+impl Timing {
+    /// The figure for `seconds`.
+    fn seconds(&self) -> f64 {
+        self.kernel.unwrap_or(self.wall)
+    }
+
+    /// `seconds`, `wall_seconds` and `timing` keys.
+    fn keys(&self, j: Json) -> Json {
+        j.num("seconds", self.seconds())
+            .num("wall_seconds", self.wall)
+            .str(
+                "timing",
+                if self.kernel.is_some() {
+                    "device kernels (events), host-device copies excluded"
+                } else {
+                    "wall clock of the engine calls"
+                },
+            )
+    }
+}
+
+/// Warm up once, then the median wall time of `reps` (≥ 1) runs, and the
+/// median of the kernel times `f` returns. Logs the median CPU time too: on a
+/// shared machine wall time overstates the cost.
+fn time_median(reps: usize, mut f: impl FnMut() -> Result<Option<f64>>) -> Result<Timing> {
     f()?;
     let mut ts = Vec::with_capacity(reps.max(1));
+    let mut ks = Vec::with_capacity(reps.max(1));
     let mut cpu = Vec::with_capacity(reps.max(1));
     for _ in 0..reps.max(1) {
         let c0 = process_cpu_seconds();
         let t = Instant::now();
-        f()?;
+        let k = f()?;
         ts.push(t.elapsed().as_secs_f64());
+        ks.extend(k);
         if let (Some(a), Some(b)) = (c0, process_cpu_seconds()) {
             cpu.push(b - a);
         }
     }
     ts.sort_by(f64::total_cmp);
+    ks.sort_by(f64::total_cmp);
     cpu.sort_by(f64::total_cmp);
     let wall = ts[ts.len() / 2];
+    let kernel = (ks.len() == ts.len()).then(|| ks[ks.len() / 2]);
     if !cpu.is_empty() {
         eprintln!(
             "LOG (amtool bench) wall {wall:.4} s, cpu (all threads) {:.2} s (median of {})",
@@ -117,7 +154,7 @@ fn time_median(reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
             ts.len()
         );
     }
-    Ok(wall)
+    Ok(Timing { wall, kernel })
 }
 
 /// Frames the f64 reference checks: at most `check_frames`, and few enough
@@ -198,9 +235,11 @@ fn estep(engine: &dyn Engine, cfg: &BenchConfig, emit: &mut dyn FnMut(&Json)) ->
     for m in ms {
         let model = random::model(&mut rng, &[m], d, CovKind::Diagonal);
         let mut lm = engine.load(&model)?;
-        let secs = time_median(cfg.reps, || {
-            accumulate_once(lm.as_mut(), &model, feats, FrameTargets::Global).map(|_| ())
+        let timing = time_median(cfg.reps, || {
+            accumulate_once(lm.as_mut(), &model, feats, FrameTargets::Global)?;
+            Ok(lm.last_kernel_seconds())
         })?;
+        let secs = timing.seconds();
         let n = check_frames(cfg, t, m, 2 * d);
         let sub = FrameBatch::new(&data[..n * d], d);
         let out = accumulate_once(lm.as_mut(), &model, sub, FrameTargets::Global)?;
@@ -208,12 +247,14 @@ fn estep(engine: &dyn Engine, cfg: &BenchConfig, emit: &mut dyn FnMut(&Json)) ->
         let err = report_errs(case, &acc_errs(&out, &r));
         let ops = (8 * d + 23) as f64 * t as f64 * m as f64;
         emit(
-            &Json::new()
-                .str("case", case)
-                .int("T", t)
-                .int("D", d)
-                .int("M", m)
-                .num("seconds", secs)
+            &timing
+                .keys(
+                    Json::new()
+                        .str("case", case)
+                        .int("T", t)
+                        .int("D", d)
+                        .int("M", m),
+                )
                 .num("gflops_paper_count", ops / secs / 1e9)
                 .num("rel_err_vs_f64", err)
                 .str("engine", engine.name())
@@ -229,19 +270,21 @@ fn score_windows(
     feats: FrameBatch<'_>,
     window: usize,
     out: &mut [f32],
-) -> Result<()> {
+) -> Result<Option<f64>> {
     let (d, ns) = (feats.dim, lm.num_states());
+    let mut kernel = Some(0.0);
     for (w, o) in out.chunks_mut(window * ns).enumerate() {
         let rows = o.len() / ns;
         lm.state_loglikes(
             FrameBatch::new(&feats.data[w * window * d..(w * window + rows) * d], d),
             o,
         )?;
+        kernel = kernel.zip(lm.last_kernel_seconds()).map(|(a, b)| a + b);
     }
-    Ok(())
+    Ok(kernel)
 }
 
-/// Time scoring and check it; returns (seconds, rel_err).
+/// Time scoring and check it; returns (timing, rel_err).
 fn time_and_check_scoring(
     engine: &dyn Engine,
     cfg: &BenchConfig,
@@ -249,13 +292,13 @@ fn time_and_check_scoring(
     model: &AcousticModel,
     data: &[f32],
     window: usize,
-) -> Result<(f64, f64)> {
+) -> Result<(Timing, f64)> {
     let (d, ns) = (model.dim, model.num_states());
     let frames = data.len() / d;
     let feats = FrameBatch::new(data, d);
     let mut lm = engine.load(model)?;
     let mut out = vec![0f32; frames * ns];
-    let secs = time_median(cfg.reps, || {
+    let timing = time_median(cfg.reps, || {
         score_windows(lm.as_mut(), feats, window, &mut out)
     })?;
     let n = check_frames(cfg, frames, model.num_gaussians(), k_of(d, model.kind));
@@ -264,7 +307,7 @@ fn time_and_check_scoring(
         case,
         &[("state_loglikes", reference::rel_err(&out[..n * ns], &r))],
     );
-    Ok((secs, err))
+    Ok((timing, err))
 }
 
 fn score(
@@ -291,7 +334,8 @@ fn score(
     };
     let model = random::model(&mut rng, &counts, d, CovKind::Diagonal);
     let data = random::features(&mut rng, frames, d);
-    let (secs, err) = time_and_check_scoring(engine, cfg, case, &model, &data, window)?;
+    let (timing, err) = time_and_check_scoring(engine, cfg, case, &model, &data, window)?;
+    let secs = timing.seconds();
     let g = model.num_gaussians();
     let ops = frames as f64 * g as f64 * (4 * d + 9) as f64;
     let mut j = Json::new().str("case", case).int("states", s);
@@ -308,7 +352,8 @@ fn score(
             .num("padding_overhead", layout.padding_overhead());
     }
     emit(
-        &j.num("seconds", secs)
+        &timing
+            .keys(j)
             .num("gflops_paper_count", ops / secs / 1e9)
             .num("rel_err_vs_f64", err)
             .num("inv_rtf_100fps", frames as f64 / 100.0 / secs)
@@ -328,16 +373,19 @@ fn fullcov(engine: &dyn Engine, cfg: &BenchConfig, emit: &mut dyn FnMut(&Json)) 
     let mut rng = Rng::new(cfg.seed.wrapping_add(1));
     let model = random::model(&mut rng, &vec![gps; s], d, CovKind::Full);
     let data = random::features(&mut rng, frames, d);
-    let (secs, err) = time_and_check_scoring(engine, cfg, case, &model, &data, window)?;
+    let (timing, err) = time_and_check_scoring(engine, cfg, case, &model, &data, window)?;
+    let secs = timing.seconds();
     let n = s * gps;
     let ops = frames as f64 * n as f64 * (5 * d * (d.saturating_sub(1)) / 2 + 4 * d + 9) as f64;
     emit(
-        &Json::new()
-            .str("case", case)
-            .int("gaussians", n)
-            .int("D", d)
-            .int("frames", frames)
-            .num("seconds", secs)
+        &timing
+            .keys(
+                Json::new()
+                    .str("case", case)
+                    .int("gaussians", n)
+                    .int("D", d)
+                    .int("frames", frames),
+            )
             .num("gflops_paper_count", ops / secs / 1e9)
             .num("rel_err_vs_f64", err)
             .num("inv_rtf_100fps", frames as f64 / 100.0 / secs)
@@ -372,9 +420,11 @@ fn acc_ali(engine: &dyn Engine, cfg: &BenchConfig, emit: &mut dyn FnMut(&Json)) 
     let ali = random_alignment(&mut rng, frames, pdfs);
     let feats = FrameBatch::new(&data, d);
     let mut lm = engine.load(&model)?;
-    let secs = time_median(cfg.reps, || {
-        accumulate_once(lm.as_mut(), &model, feats, FrameTargets::Aligned(&ali)).map(|_| ())
+    let timing = time_median(cfg.reps, || {
+        accumulate_once(lm.as_mut(), &model, feats, FrameTargets::Aligned(&ali))?;
+        Ok(lm.last_kernel_seconds())
     })?;
+    let secs = timing.seconds();
     let n = frames.min(cfg.check_frames);
     let sub = FrameBatch::new(&data[..n * d], d);
     let out = accumulate_once(lm.as_mut(), &model, sub, FrameTargets::Aligned(&ali[..n]))?;
@@ -388,13 +438,15 @@ fn acc_ali(engine: &dyn Engine, cfg: &BenchConfig, emit: &mut dyn FnMut(&Json)) 
     let gauss_frames: f64 = ali.iter().map(|&p| counts[p as usize] as f64).sum();
     let ops = (8 * d + 23) as f64 * gauss_frames;
     emit(
-        &Json::new()
-            .str("case", case)
-            .int("pdfs", pdfs)
-            .int("gaussians", model.num_gaussians())
-            .int("D", d)
-            .int("frames", frames)
-            .num("seconds", secs)
+        &timing
+            .keys(
+                Json::new()
+                    .str("case", case)
+                    .int("pdfs", pdfs)
+                    .int("gaussians", model.num_gaussians())
+                    .int("D", d)
+                    .int("frames", frames),
+            )
             .num("gflops_paper_count", ops / secs / 1e9)
             .num("rel_err_vs_f64", err)
             .str("engine", engine.name())

@@ -96,6 +96,13 @@ pub trait LoadedModel {
         targets: FrameTargets<'_>,
         acc: &mut ModelAccumulators,
     ) -> Result<f64>;
+
+    /// Device time of the kernels of the last call (CUDA: events around each
+    /// launch, host-device copies excluded, as a GPU peer measures), or `None`
+    /// for engines that compute on the host.
+    fn last_kernel_seconds(&self) -> Option<f64> {
+        None
+    }
 }
 
 /// Kaldi's `--use-gpu` option.

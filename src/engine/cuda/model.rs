@@ -19,7 +19,9 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaView, LaunchConfig, PinnedHostSlice, PushKernelArg};
+use cudarc::driver::{
+    CudaEvent, CudaSlice, CudaView, LaunchConfig, PinnedHostSlice, PushKernelArg,
+};
 
 use super::compile::KernelShape;
 use super::plan::{self, PlanShape};
@@ -73,6 +75,8 @@ pub struct CudaModel<'e> {
     st: Option<StateDev>,
     acc64: Option<CudaSlice<f64>>,
     streaming: Option<Stream>,
+    /// Event pairs around the kernels of the last call.
+    timers: Vec<(CudaEvent, CudaEvent)>,
 }
 
 /// Weight vector w of Gaussian `g` of `state` (see `kernels/gmm.cu`): the
@@ -157,6 +161,7 @@ impl<'e> CudaModel<'e> {
             st: None,
             acc64: None,
             streaming: None,
+            timers: Vec::new(),
         })
     }
 
@@ -395,7 +400,7 @@ impl<'e> CudaModel<'e> {
         c1: usize,
         acc64: &mut CudaSlice<f64>,
         total: &mut CudaSlice<f64>,
-    ) -> Result<f64> {
+    ) -> Result<(f64, Option<(CudaEvent, CudaEvent)>)> {
         let sh = self.k.shape;
         let st = self
             .st
@@ -414,7 +419,7 @@ impl<'e> CudaModel<'e> {
             },
         );
         if p.entries == 0 || p.ll_items.is_empty() {
-            return Ok(p.total_weight);
+            return Ok((p.total_weight, None));
         }
         let s = &self.eng.stream;
         let e = driver_err("uploading the work plan");
@@ -434,8 +439,15 @@ impl<'e> CudaModel<'e> {
         let ll_items = s.clone_htod(&flat(&p.ll_items)).map_err(&e)?;
         let mut entry_ll = s.alloc_zeros::<f32>(p.entries).map_err(&e)?;
         let mut item_wll = s.alloc_zeros::<f64>(p.ll_items.len()).map_err(&e)?;
+        let acc_items = s.clone_htod(&flat(&p.acc_items)).map_err(&e)?;
+        let groups = s.clone_htod(&flat(&p.groups)).map_err(&e)?;
+        let mut partial = s
+            .alloc_zeros::<f32>((p.acc_items.len() * sh.gb * self.kz).max(1))
+            .map_err(&e)?;
         let null = 0u64;
         let threads = (sh.threads() as u32, 1, 1);
+        let ev = (new_timing_event(self.eng)?, new_timing_event(self.eng)?);
+        ev.0.record(s).map_err(&e)?;
 
         let mut lb = s.launch_builder(&self.k.entry_loglike);
         lb.arg(feats);
@@ -473,11 +485,6 @@ impl<'e> CudaModel<'e> {
         unsafe { lb.launch(cfg) }.map_err(driver_err("sum_f64"))?;
 
         if !p.acc_items.is_empty() {
-            let acc_items = s.clone_htod(&flat(&p.acc_items)).map_err(&e)?;
-            let groups = s.clone_htod(&flat(&p.groups)).map_err(&e)?;
-            let mut partial = s
-                .alloc_zeros::<f32>(p.acc_items.len() * sh.gb * self.kz)
-                .map_err(&e)?;
             let mut lb = s.launch_builder(&self.k.accum_stats);
             lb.arg(feats);
             match &frame_of {
@@ -512,7 +519,8 @@ impl<'e> CudaModel<'e> {
             // SAFETY: as above.
             unsafe { lb.launch(cfg) }.map_err(driver_err("reduce_partials"))?;
         }
-        Ok(p.total_weight)
+        ev.1.record(s).map_err(&e)?;
+        Ok((p.total_weight, Some(ev)))
     }
 
     /// Download the device accumulators and add them into `acc`.
@@ -645,14 +653,16 @@ impl<'e> CudaModel<'e> {
             let mut weight = 0.0;
             for c0 in (0..feats.frames).step_by(CHUNK_FRAMES) {
                 let c1 = (c0 + CHUNK_FRAMES).min(feats.frames);
-                weight += self.stats_chunk(
-                    &dev.slice(c0 * d..c1 * d),
-                    &targets,
-                    c0,
-                    c1,
-                    &mut acc64,
-                    &mut total,
-                )?;
+                weight += self
+                    .stats_chunk(
+                        &dev.slice(c0 * d..c1 * d),
+                        &targets,
+                        c0,
+                        c1,
+                        &mut acc64,
+                        &mut total,
+                    )?
+                    .0;
             }
             self.finish_stats(acc64, &total, weight, &mut run_acc)?;
             if r > 0 {
@@ -666,6 +676,13 @@ impl<'e> CudaModel<'e> {
     }
 }
 
+/// An event that records time (cudarc's default disables timing).
+fn new_timing_event(eng: &CudaEngine) -> Result<CudaEvent> {
+    eng.ctx
+        .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
+        .map_err(driver_err("timing event"))
+}
+
 fn median(v: &mut [f64]) -> f64 {
     if v.is_empty() {
         return f64::NAN;
@@ -677,6 +694,15 @@ fn median(v: &mut [f64]) -> f64 {
 impl LoadedModel for CudaModel<'_> {
     fn num_states(&self) -> usize {
         self.state_ng.len()
+    }
+
+    fn last_kernel_seconds(&self) -> Option<f64> {
+        let mut total = 0.0;
+        for (a, b) in &self.timers {
+            b.synchronize().ok()?;
+            total += f64::from(a.elapsed_ms(b).ok()?) / 1e3;
+        }
+        Some(total)
     }
 
     fn state_loglikes(&mut self, feats: FrameBatch<'_>, out: &mut [f32]) -> Result<()> {
@@ -693,6 +719,7 @@ impl LoadedModel for CudaModel<'_> {
         if feats.frames == 0 || s_count == 0 {
             return Ok(());
         }
+        self.timers.clear();
         self.ensure_blocks()?;
         let d = feats.dim;
         let bytes_per_frame = 4 * (d + s_count);
@@ -703,7 +730,11 @@ impl LoadedModel for CudaModel<'_> {
         for c0 in (0..feats.frames).step_by(nf) {
             let c1 = (c0 + nf).min(feats.frames);
             let dev = s.clone_htod(&feats.data[c0 * d..c1 * d]).map_err(&e)?;
+            let ev = (new_timing_event(self.eng)?, new_timing_event(self.eng)?);
+            ev.0.record(&s).map_err(&e)?;
             self.launch_block_score(&dev.as_view(), c1 - c0, &mut dev_out)?;
+            ev.1.record(&s).map_err(&e)?;
+            self.timers.push(ev);
             s.memcpy_dtoh(
                 &dev_out.slice(0..(c1 - c0) * s_count),
                 &mut out[c0 * s_count..c1 * s_count],
@@ -738,6 +769,7 @@ impl LoadedModel for CudaModel<'_> {
         if feats.frames == 0 || g == 0 {
             return Ok(());
         }
+        self.timers.clear();
         self.ensure_states()?;
         let sh = self.k.shape;
         let d = feats.dim;
@@ -798,6 +830,7 @@ impl LoadedModel for CudaModel<'_> {
         if feats.frames == 0 {
             return Ok(0.0);
         }
+        self.timers.clear();
         self.ensure_states()?;
         let d = feats.dim;
         // Two feature buffers, entries, and the partial sums of the items.
@@ -827,7 +860,9 @@ impl LoadedModel for CudaModel<'_> {
                 &mut total,
             );
             self.streaming = Some(st);
-            weight += r?;
+            let (w, ev) = r?;
+            weight += w;
+            self.timers.extend(ev);
         }
         self.finish_stats(acc64, &total, weight, acc)
     }
