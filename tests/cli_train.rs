@@ -714,3 +714,269 @@ fn train_mono_style_loop_through_shims() {
         assert!(w[1] > w[0], "likelihood did not rise: {likes:?}");
     }
 }
+
+/// The fixture alignments as text lines (`key tid tid ...`), for editing.
+fn ali_lines(d: &tempfile::TempDir) -> Vec<String> {
+    let txt = path(d, "ali_all.txt");
+    ok(&["copy", ALI, &format!("ark,t:{txt}")]);
+    std::fs::read_to_string(&txt)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+fn write_lines(p: &str, lines: &[String]) {
+    std::fs::write(p, lines.join("\n") + "\n").unwrap();
+}
+
+#[test]
+fn missing_and_wrong_length_alignments_are_warned_counted_and_skipped() {
+    let d = tmp();
+    let mut lines = ali_lines(&d);
+    assert_eq!(lines.len(), 40);
+    // s01-001: 171 frames; keep only its first 5 transition-ids.
+    let first: Vec<&str> = lines[0].split_whitespace().take(6).collect();
+    lines[0] = first.join(" ");
+    // s01-002: no alignment at all.
+    lines.remove(1);
+    let ali = path(&d, "ali.txt");
+    write_lines(&ali, &lines);
+    let out = path(&d, "x.acc");
+    let (code, err) = run(&[
+        "acc-stats",
+        "--use-gpu=no",
+        &format!("{K}/final.mdl"),
+        FEATS,
+        &format!("ark:{ali}"),
+        &out,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("WARNING (") && err.contains("Alignments has wrong size 5 vs. 171"),
+        "{err}"
+    );
+    assert!(err.contains("No alignment for utterance s01-002"), "{err}");
+    assert_logs(&err, &["Done 38 files, 2 with errors."]);
+    // 8445 − 171 − 276 frames were accumulated.
+    let a = read_am_accs(&out);
+    assert_eq!(a.gmm.total_frames, (8445 - 171 - 276) as f64);
+
+    // The same through gmm-acc-stats (posteriors): Kaldi counts the two kinds apart.
+    let post = path(&d, "post.ark");
+    let mut plines = Vec::new();
+    for l in &lines {
+        let mut it = l.split_whitespace();
+        let key = it.next().unwrap();
+        let frames: Vec<String> = it.map(|t| format!("[ {t} 1 ]")).collect();
+        plines.push(format!("{key} {}", frames.join(" ")));
+    }
+    let ptxt = path(&d, "post.txt");
+    write_lines(&ptxt, &plines);
+    ok(&["copy", &format!("ark:{ptxt}"), &format!("ark:{post}")]);
+    let link = d.path().join("gmm-acc-stats");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_amtool"), &link).unwrap();
+    let (code, err) = run_exe(
+        &link,
+        &[
+            "--use-gpu=no",
+            &format!("{K}/final.mdl"),
+            FEATS,
+            &format!("ark:{post}"),
+            &out,
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("Posterior vector has wrong size 5 vs. 171"),
+        "{err}"
+    );
+    assert_logs(
+        &err,
+        &["Done 38 files, 1 with no posteriors, 1 with other errors."],
+    );
+
+    // Nothing usable: Kaldi writes the (empty) accumulators and exits 1.
+    let none = path(&d, "none.txt");
+    write_lines(&none, &["nobody 1 1 1".to_string()]);
+    let (code, err) = run(&[
+        "acc-stats",
+        "--use-gpu=no",
+        &format!("{K}/final.mdl"),
+        FEATS,
+        &format!("ark:{none}"),
+        &out,
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert_logs(&err, &["Done 0 files, 40 with errors."]);
+}
+
+#[test]
+fn global_weights_and_gselect_problems_are_per_utterance() {
+    let d = tmp();
+    // Weights for s01-001 only (171 frames, all 0.5) and a wrong-length
+    // vector for s01-002.
+    let w = path(&d, "w.txt");
+    let halves = vec!["0.5"; 171].join(" ");
+    write_lines(
+        &w,
+        &[
+            format!("s01-001 [ {halves} ]"),
+            "s01-002 [ 1 1 1 ]".to_string(),
+        ],
+    );
+    let out = path(&d, "w.acc");
+    let (code, err) = run(&[
+        "acc-stats",
+        "--use-gpu=no",
+        &format!("--weights=ark:{w}"),
+        &format!("{K}/ubm.0.dubm"),
+        FEATS,
+        &out,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("Weights for utterance s01-002 have wrong dim 3 vs. 276"),
+        "{err}"
+    );
+    assert!(
+        err.contains("No per-frame weights available for utterance s01-003"),
+        "{err}"
+    );
+    assert_logs(&err, &["Done 1 files; 39 with errors."]);
+    assert!(err.contains(" over 85.5 (weighted) frames."), "{err}");
+    let a: AccumDiagGmm = read_object(&std::fs::read(&out).unwrap()).unwrap();
+    let occ: f64 = a.occupancy.iter().sum();
+    assert!((occ - 85.5).abs() < 1e-3, "{occ}");
+
+    // --gselect with no entry for any utterance: all skipped, exit 1.
+    let g = path(&d, "g.txt");
+    write_lines(&g, &["nobody 1 ; ".to_string()]);
+    let (code, err) = run(&[
+        "acc-stats",
+        "--use-gpu=no",
+        &format!("--gselect=ark:{g}"),
+        &format!("{K}/ubm.0.dubm"),
+        FEATS,
+        &out,
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("No gselect information for utterance s01-001"),
+        "{err}"
+    );
+    assert_logs(&err, &["Done 0 files; 40 with errors."]);
+}
+
+/// A failed run exits 1 with Kaldi's `ERROR (` line naming what is wrong and
+/// leaves no output file (and an existing one untouched).
+fn assert_fails(args: &[&str], out: &str, needles: &[&str]) {
+    let (code, err) = run(args);
+    assert_eq!(code, 1, "amtool {args:?}:\n{err}");
+    assert!(err.contains("ERROR ("), "{err}");
+    for n in needles {
+        assert!(err.contains(n), "expected {n:?} in\n{err}");
+    }
+    assert!(
+        !Path::new(out).exists(),
+        "{out} was written by a failed run"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn fatal_errors_exit_1_and_leave_no_output() {
+    let d = tmp();
+    let out = path(&d, "out");
+    let mdl = format!("{K}/final.mdl");
+    // Missing model file.
+    let missing = path(&d, "missing.mdl");
+    assert_fails(
+        &["acc-stats", "--use-gpu=no", &missing, FEATS, ALI, &out],
+        &out,
+        &["missing.mdl"],
+    );
+    // Features of another dimension (raw 13-dim MFCCs) than the model (39).
+    assert_fails(
+        &[
+            "acc-stats",
+            "--use-gpu=no",
+            &mdl,
+            "ark:testdata/kaldi/feats/feats.first3.ark",
+            ALI,
+            &out,
+        ],
+        &out,
+        &["s01-001", "dimension 13", "39"],
+    );
+    // A transition-id outside the model.
+    let bad = path(&d, "bad_ali.txt");
+    write_lines(&bad, &[format!("s01-001 {}", vec!["99999"; 171].join(" "))]);
+    assert_fails(
+        &[
+            "acc-stats",
+            "--use-gpu=no",
+            &mdl,
+            FEATS,
+            &format!("ark:{bad}"),
+            &out,
+        ],
+        &out,
+        &["s01-001", "frame 0", "transition-id 99999"],
+    );
+    // A global GMM where a model is needed (four arguments).
+    assert_fails(
+        &[
+            "acc-stats",
+            "--use-gpu=no",
+            &format!("{K}/ubm.0.dubm"),
+            FEATS,
+            ALI,
+            &out,
+        ],
+        &out,
+        &["ubm.0.dubm", "DiagGmm"],
+    );
+    // Bad --use-gpu value.
+    let (code, err) = run(&["acc-stats", "--use-gpu=maybe", &mdl, FEATS, ALI, &out]);
+    assert_eq!(code, 1, "{err}");
+    assert!(!Path::new(&out).exists());
+
+    // est: accumulators of the wrong kind, truncated, of another model.
+    let ubm_acc = format!("{K}/ubm.0.acc");
+    assert_fails(
+        &["est", &mdl, &ubm_acc, &out],
+        &out,
+        &["ubm.0.acc", "diagonal GMM accumulators"],
+    );
+    let trunc = path(&d, "trunc.acc");
+    std::fs::write(&trunc, &read(&format!("{K}/all.acc"))[..5000]).unwrap();
+    assert_fails(&["est", &mdl, &trunc, &out], &out, &["trunc.acc"]);
+    assert_fails(
+        &[
+            "est",
+            &format!("{K}/init.mdl"),
+            &format!("{K}/all.acc"),
+            &out,
+        ],
+        &out,
+        &["all.acc", "pdf 0", "138 Gaussians"],
+    );
+    // sum-accs: kinds that do not go together.
+    assert_fails(
+        &["sum-accs", &out, &format!("{K}/all.acc"), &ubm_acc],
+        &out,
+        &["ubm.0.acc"],
+    );
+    // An existing output survives a failed run unchanged (atomic writes).
+    std::fs::write(&out, b"old").unwrap();
+    let (code, _) = run(&["est", &mdl, &trunc, &out]);
+    assert_eq!(code, 1);
+    assert_eq!(std::fs::read(&out).unwrap(), b"old");
+    // No temporary files left behind in the output folder.
+    let names: Vec<_> = std::fs::read_dir(d.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert!(names.iter().all(|n| !n.starts_with(".tmp")), "{names:?}");
+}
