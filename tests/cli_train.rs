@@ -980,3 +980,88 @@ fn fatal_errors_exit_1_and_leave_no_output() {
         .collect();
     assert!(names.iter().all(|n| !n.starts_with(".tmp")), "{names:?}");
 }
+
+/// The same comparisons with `--use-gpu=yes` (the CUDA engine), on a machine
+/// with a GPU; elsewhere prints `skipped: no CUDA device` (a failure with
+/// AMTOOL_REQUIRE_GPU=1). Same tolerances as the CPU engine: both do Kaldi's
+/// arithmetic in float with their own summation order.
+#[test]
+fn acc_stats_on_the_gpu_matches_kaldi() {
+    if amtool::engine::cuda::engine_for_tests().is_none() {
+        return;
+    }
+    let d = tmp();
+    let out = path(&d, "all.acc");
+    let err = ok(&[
+        "acc-stats",
+        "--use-gpu=yes",
+        &format!("{K}/final.mdl"),
+        FEATS,
+        ALI,
+        &out,
+    ]);
+    assert_logs(
+        &err,
+        &["Overall avg like per frame (Gaussian only) = -86.255 over 8445 frames."],
+    );
+    let w = am_diff(&read_am_accs(&out), &read_am_accs(&format!("{K}/all.acc")));
+    assert_am_close(w, "GPU acc-stats vs all.acc");
+
+    let out = path(&d, "post.acc");
+    ok(&[
+        "acc-stats",
+        "--use-gpu=yes",
+        &format!("{K}/final.mdl"),
+        FEATS,
+        POST,
+        &out,
+    ]);
+    let w = am_diff(&read_am_accs(&out), &read_am_accs(&format!("{K}/all.acc")));
+    assert_am_close(w, "GPU acc-stats (posteriors) vs all.acc");
+
+    let out = path(&d, "ubm.0.acc");
+    let err = ok(&[
+        "acc-stats",
+        "--use-gpu=yes",
+        &format!("{K}/ubm.0.dubm"),
+        FEATS,
+        &out,
+    ]);
+    assert_logs(
+        &err,
+        &["Overall likelihood per frame = -94.6072 over 8445 (weighted) frames."],
+    );
+    let ours: AccumDiagGmm = read_object(&std::fs::read(&out).unwrap()).unwrap();
+    let want: AccumDiagGmm = read_object(&read(&format!("{K}/ubm.0.acc"))).unwrap();
+    assert_close(
+        diag_diff(&ours, &want),
+        ACC_TOL,
+        "GPU global acc vs ubm.0.acc",
+    );
+
+    let model = format!("gunzip -c {K}/fubm.0.fubm.gz |");
+    let out = path(&d, "fubm.0.acc");
+    ok(&["acc-stats", "--use-gpu=yes", &model, FEATS, &out]);
+    let ours: AccumFullGmm = read_object(&std::fs::read(&out).unwrap()).unwrap();
+    assert_close(
+        full_diff(&ours, &want_full_acc()),
+        FULL_ACC_TOL,
+        "GPU full acc vs fubm.0.acc",
+    );
+    let out = path(&d, "gselect.acc");
+    ok(&[
+        "acc-stats",
+        "--use-gpu=yes",
+        &format!("--gselect=ark:gunzip -c {K}/acc/ubm.1.gselect.ark.gz |"),
+        &model,
+        FEATS,
+        &out,
+    ]);
+    let ours: AccumFullGmm = read_object(&std::fs::read(&out).unwrap()).unwrap();
+    let want: AccumFullGmm = read_object(&read(&format!("{K}/acc/fubm.0.gselect.acc.gz"))).unwrap();
+    assert_close(
+        full_diff(&ours, &want),
+        FULL_ACC_TOL,
+        "GPU full gselect acc vs fubm.0.gselect.acc",
+    );
+}
