@@ -1065,3 +1065,51 @@ fn acc_stats_on_the_gpu_matches_kaldi() {
         "GPU full gselect acc vs fubm.0.gselect.acc",
     );
 }
+
+#[test]
+fn every_50th_utterance_is_logged_and_batches_do_not_change_the_sums() {
+    // The 40 utterances listed twice: 80 utterances, the 50th is s01-010
+    // (second pass). The queued batch is sent before it, so its own
+    // likelihood is logged as Kaldi's "Processed 50 utterances" line does.
+    let d = tmp();
+    let scp = path(&d, "twice.scp");
+    let list = std::fs::read_to_string(format!("{K}/acc/feats_cmvn_deltas.scp")).unwrap();
+    std::fs::write(&scp, format!("{list}{list}")).unwrap();
+    let out = path(&d, "twice.acc");
+    let err = ok(&[
+        "acc-stats",
+        "--use-gpu=no",
+        &format!("{K}/final.mdl"),
+        &format!("scp:{scp}"),
+        ALI,
+        &out,
+    ]);
+    let line = log_bodies(&err)
+        .into_iter()
+        .find(|l| l.starts_with("Processed 50 utterances; for utterance s01-010 avg. like is "))
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(line.ends_with(" frames."), "{line}");
+    assert_logs(
+        &err,
+        &[
+            "Done 80 files, 0 with errors.",
+            "Overall avg like per frame (Gaussian only) = -86.255 over 16890 frames.",
+        ],
+    );
+    // Twice Kaldi's statistics (up to the accumulation tolerance).
+    let mut want = read_am_accs(&format!("{K}/all.acc"));
+    for x in want.transition_accs.iter_mut() {
+        *x *= 2.0;
+    }
+    for p in want.gmm.pdfs.iter_mut() {
+        for v in [&mut p.occupancy, &mut p.mean_accs, &mut p.var_accs] {
+            v.iter_mut().for_each(|x| *x *= 2.0);
+        }
+    }
+    want.gmm.total_like *= 2.0;
+    want.gmm.total_frames *= 2.0;
+    assert_am_close(
+        am_diff(&read_am_accs(&out), &want),
+        "80 utterances vs 2 × all.acc",
+    );
+}

@@ -188,6 +188,12 @@ fn am_stats(args: &AccStatsArgs, model: &KaldiModel) -> Result<i32, String> {
             continue;
         };
         let (rows, cols) = (mat.rows(), mat.cols());
+        // Kaldi logs every 50th utterance's own likelihood: send what is
+        // queued so that utterance's likelihood comes out alone.
+        let report = (num_done + 1) % 50 == 0;
+        if report {
+            tot_like += acc.take_like().map_err(|e| e.to_string())?;
+        }
         let outcome = match &t {
             Targets::Ali(a) => acc.add_alignment(&key, mat.data(), rows, cols, a),
             Targets::Post(p) => {
@@ -201,12 +207,13 @@ fn am_stats(args: &AccStatsArgs, model: &KaldiModel) -> Result<i32, String> {
                 progress.suspend(|| crate::kaldi_warn!("{w}"));
                 num_other += 1;
             }
-            UttOutcome::Done { like, weight } => {
+            UttOutcome::Done { weight } => {
                 num_done += 1;
-                tot_like += like;
                 tot_t += weight;
                 progress.utterance(rows);
-                if num_done % 50 == 0 {
+                if report {
+                    let like = acc.take_like().map_err(|e| e.to_string())?;
+                    tot_like += like;
                     progress.suspend(|| {
                         crate::kaldi_log!(
                             "Processed {num_done} utterances; for utterance {key} avg. like is {} over {} frames.",
@@ -218,6 +225,7 @@ fn am_stats(args: &AccStatsArgs, model: &KaldiModel) -> Result<i32, String> {
             }
         }
     }
+    tot_like += acc.take_like().map_err(|e| e.to_string())?;
     progress.finish();
     if saw_posteriors {
         crate::kaldi_log!(
@@ -239,7 +247,7 @@ fn am_stats(args: &AccStatsArgs, model: &KaldiModel) -> Result<i32, String> {
             tot_t as i64
         );
     }
-    let accs: AmAccs = acc.into_accs();
+    let accs: AmAccs = acc.into_accs().map_err(|e| e.to_string())?;
     write_object_file(out, &accs.to_bytes(args.binary))?;
     crate::kaldi_log!("Written accs.");
     Ok(if num_done != 0 { 0 } else { 1 })
@@ -325,14 +333,14 @@ fn global_stats(args: &AccStatsArgs, model: &super::train_io::InputObject) -> Re
                 progress.suspend(|| crate::kaldi_warn!("{msg}"));
                 num_err += 1;
             }
-            UttOutcome::Done { like, weight } => {
+            UttOutcome::Done { weight } => {
                 num_done += 1;
-                tot_like += like;
                 tot_weight += weight;
                 progress.utterance(mat.rows());
             }
         }
     }
+    tot_like += acc.take_like().map_err(|e| e.to_string())?;
     progress.finish();
     crate::kaldi_log!("Done {num_done} files; {num_err} with errors.");
     crate::kaldi_log!(

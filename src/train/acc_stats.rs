@@ -4,8 +4,11 @@
 //! `gmm-global-acc-stats` / `fgmm-global-acc-stats` ([`GlobalAccStats`]: one
 //! diagonal or full GMM, optional per-frame weights and Gaussian selection).
 //!
-//! The engine does the arithmetic (log-likelihoods and posteriors in f32,
-//! statistics in f64, as Kaldi); with `--gselect` the preselected
+//! Utterances are queued and sent to the engine [`BATCH_FRAMES`] frames at a
+//! time (one call per batch keeps a GPU busy; statistics are additive, so
+//! only the f64 summation order depends on the batching). The engine does
+//! the arithmetic (log-likelihoods and posteriors in f32, statistics in f64,
+//! as Kaldi); with `--gselect` the preselected
 //! components' log-likelihoods come from the engine and the statistics of
 //! those few components are added on the host. Problems with one utterance
 //! (no alignment, wrong length) come back as [`UttOutcome::Skipped`] with
@@ -24,13 +27,100 @@ use crate::train::convert::{
 };
 use crate::{Error, Result};
 
+/// Frames queued before one engine call (about 5 MB of 39-dim features).
+pub const BATCH_FRAMES: usize = 32768;
+
 /// What happened to one utterance.
 #[derive(Debug, Clone, PartialEq)]
 pub enum UttOutcome {
-    /// Accumulated: Σ weight × log-likelihood and Σ weight over its frames.
-    Done { like: f64, weight: f64 },
+    /// Queued for accumulation: Σ weight over its frames. Its log-likelihood
+    /// is counted in the next [`AmAccStats::take_like`] /
+    /// [`GlobalAccStats::take_like`].
+    Done { weight: f64 },
     /// Not accumulated; Kaldi's warning text.
     Skipped(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Mode {
+    Global,
+    Aligned,
+    Weighted,
+}
+
+/// Utterances queued for one engine call: their frames back to back and
+/// their targets in one of the engine's forms.
+#[derive(Default)]
+struct Batch {
+    mode: Option<Mode>,
+    feats: Vec<f32>,
+    frames: usize,
+    states: Vec<u32>,
+    offsets: Vec<usize>,
+    pairs: Vec<(u32, f32)>,
+}
+
+impl Batch {
+    /// Make room for an utterance of `mode`: sends what is queued first when
+    /// the mode changes or the batch is full. Returns the like of a send.
+    fn prepare(
+        &mut self,
+        mode: Mode,
+        rows: usize,
+        dim: usize,
+        loaded: &mut dyn LoadedModel,
+        accs: &mut ModelAccumulators,
+    ) -> Result<f64> {
+        let mut like = 0.0;
+        if self.mode.is_some_and(|m| m != mode) || self.frames + rows > BATCH_FRAMES {
+            like = self.flush(dim, loaded, accs)?;
+        }
+        if self.mode.is_none() {
+            self.mode = Some(mode);
+            if mode == Mode::Weighted {
+                self.offsets.push(0);
+            }
+        }
+        Ok(like)
+    }
+
+    fn push_feats(&mut self, feats: &[f32], rows: usize) {
+        self.feats.extend_from_slice(feats);
+        self.frames += rows;
+    }
+
+    /// One engine call for everything queued; returns Σ weight × log-likelihood.
+    fn flush(
+        &mut self,
+        dim: usize,
+        loaded: &mut dyn LoadedModel,
+        accs: &mut ModelAccumulators,
+    ) -> Result<f64> {
+        let Some(mode) = self.mode else {
+            return Ok(0.0);
+        };
+        let like = if self.frames == 0 {
+            0.0
+        } else {
+            let batch = FrameBatch::new(&self.feats, dim);
+            let targets = match mode {
+                Mode::Global => FrameTargets::Global,
+                Mode::Aligned => FrameTargets::Aligned(&self.states),
+                Mode::Weighted => FrameTargets::Weighted {
+                    offsets: &self.offsets,
+                    pairs: &self.pairs,
+                },
+            };
+            loaded.accumulate(batch, targets, accs)?
+        };
+        self.mode = None;
+        self.feats.clear();
+        self.frames = 0;
+        self.states.clear();
+        self.offsets.clear();
+        self.pairs.clear();
+        Ok(like)
+    }
 }
 
 fn check_dim(key: &str, cols: usize, dim: usize) -> Result<()> {
@@ -49,10 +139,9 @@ pub struct AmAccStats<'e> {
     id2pdf: Vec<i32>,
     accs: ModelAccumulators,
     transition_accs: Vec<f64>,
-    /// Scratch for the weighted targets of one utterance.
-    offsets: Vec<usize>,
-    pairs: Vec<(u32, f32)>,
-    states: Vec<u32>,
+    batch: Batch,
+    /// Σ weight × log-likelihood of the batches sent since the last `take_like`.
+    like: f64,
 }
 
 impl<'e> AmAccStats<'e> {
@@ -68,9 +157,8 @@ impl<'e> AmAccStats<'e> {
             id2pdf: model.trans.id2pdf().to_vec(),
             accs,
             transition_accs: vec![0.0; model.trans.num_transition_ids() + 1],
-            offsets: Vec::new(),
-            pairs: Vec::new(),
-            states: Vec::new(),
+            batch: Batch::default(),
+            like: 0.0,
         })
     }
 
@@ -100,22 +188,24 @@ impl<'e> AmAccStats<'e> {
             )));
         }
         check_dim(key, cols, self.dim)?;
-        let mut states = std::mem::take(&mut self.states);
-        states.clear();
-        for (t, &tid) in ali.iter().enumerate() {
-            states.push(self.pdf_of(key, t, tid)?);
-        }
+        let pdfs = ali
+            .iter()
+            .enumerate()
+            .map(|(t, &tid)| self.pdf_of(key, t, tid))
+            .collect::<Result<Vec<u32>>>()?;
         for &tid in ali {
             self.transition_accs[tid as usize] += 1.0;
         }
-        let like = self.loaded.accumulate(
-            FrameBatch::new(feats, cols),
-            FrameTargets::Aligned(&states),
+        self.like += self.batch.prepare(
+            Mode::Aligned,
+            rows,
+            self.dim,
+            self.loaded.as_mut(),
             &mut self.accs,
         )?;
-        self.states = states;
+        self.batch.states.extend_from_slice(&pdfs);
+        self.batch.push_feats(feats, rows);
         Ok(UttOutcome::Done {
-            like,
             weight: rows as f64,
         })
     }
@@ -136,44 +226,54 @@ impl<'e> AmAccStats<'e> {
             )));
         }
         check_dim(key, cols, self.dim)?;
-        let mut offsets = std::mem::take(&mut self.offsets);
-        let mut pairs = std::mem::take(&mut self.pairs);
-        offsets.clear();
-        pairs.clear();
-        offsets.push(0);
-        let mut weight = 0f64;
+        let mut pairs = Vec::with_capacity(rows);
         for (t, frame) in post.iter().enumerate() {
             for &(tid, w) in frame {
-                let pdf = self.pdf_of(key, t, tid)?;
-                pairs.push((pdf, w));
-                weight += w as f64;
+                pairs.push((self.pdf_of(key, t, tid)?, w));
             }
-            offsets.push(pairs.len());
         }
+        let mut weight = 0f64;
         for frame in post {
             for &(tid, w) in frame {
                 self.transition_accs[tid as usize] += w as f64;
+                weight += w as f64;
             }
         }
-        let like = self.loaded.accumulate(
-            FrameBatch::new(feats, cols),
-            FrameTargets::Weighted {
-                offsets: &offsets,
-                pairs: &pairs,
-            },
+        self.like += self.batch.prepare(
+            Mode::Weighted,
+            rows,
+            self.dim,
+            self.loaded.as_mut(),
             &mut self.accs,
         )?;
-        self.offsets = offsets;
-        self.pairs = pairs;
-        Ok(UttOutcome::Done { like, weight })
+        let b = &mut self.batch;
+        let mut k = 0;
+        for frame in post {
+            b.pairs.extend_from_slice(&pairs[k..k + frame.len()]);
+            k += frame.len();
+            b.offsets.push(b.pairs.len());
+        }
+        b.push_feats(feats, rows);
+        Ok(UttOutcome::Done { weight })
     }
 
-    /// The accumulators in Kaldi's file structure (transition accs + AccumAmDiagGmm).
-    pub fn into_accs(self) -> AmAccs {
-        AmAccs {
+    /// Sends what is queued; returns Σ weight × log-likelihood of every
+    /// utterance queued since the last call (Kaldi's total like).
+    pub fn take_like(&mut self) -> Result<f64> {
+        let l = self
+            .batch
+            .flush(self.dim, self.loaded.as_mut(), &mut self.accs)?;
+        Ok(std::mem::take(&mut self.like) + l)
+    }
+
+    /// The accumulators in Kaldi's file structure (transition accs +
+    /// AccumAmDiagGmm); sends what is queued first.
+    pub fn into_accs(mut self) -> Result<AmAccs> {
+        self.take_like()?;
+        Ok(AmAccs {
             transition_accs: self.transition_accs,
             gmm: am_from_model_accs(&self.accs),
-        }
+        })
     }
 }
 
@@ -184,8 +284,8 @@ pub struct GlobalAccStats<'e> {
     kind: CovKind,
     num_comp: usize,
     accs: ModelAccumulators,
-    offsets: Vec<usize>,
-    pairs: Vec<(u32, f32)>,
+    batch: Batch,
+    like: f64,
     loglikes: Vec<f32>,
 }
 
@@ -210,8 +310,8 @@ impl<'e> GlobalAccStats<'e> {
             kind: gmm.kind,
             num_comp: gmm.states[0].num_components(),
             accs: ModelAccumulators::zeros(gmm, flags),
-            offsets: Vec::new(),
-            pairs: Vec::new(),
+            batch: Batch::default(),
+            like: 0.0,
             loglikes: Vec::new(),
         })
     }
@@ -244,47 +344,44 @@ impl<'e> GlobalAccStats<'e> {
             }
         }
         check_dim(key, cols, self.dim)?;
-        let batch = FrameBatch::new(feats, cols);
-        match gselect {
-            Some(g) => self.add_gselect(key, batch, weights, g),
-            None => {
-                let weight: f64 = match weights {
-                    Some(w) => w.iter().map(|&x| x as f64).sum(),
-                    None => rows as f64,
-                };
-                let like = match weights {
-                    None => self
-                        .loaded
-                        .accumulate(batch, FrameTargets::Global, &mut self.accs)?,
-                    Some(w) => {
-                        let mut offsets = std::mem::take(&mut self.offsets);
-                        let mut pairs = std::mem::take(&mut self.pairs);
-                        offsets.clear();
-                        pairs.clear();
-                        offsets.push(0);
-                        for &x in w {
-                            // Kaldi skips frames of weight 0.
-                            if x != 0.0 {
-                                pairs.push((0, x));
-                            }
-                            offsets.push(pairs.len());
-                        }
-                        let like = self.loaded.accumulate(
-                            batch,
-                            FrameTargets::Weighted {
-                                offsets: &offsets,
-                                pairs: &pairs,
-                            },
-                            &mut self.accs,
-                        )?;
-                        self.offsets = offsets;
-                        self.pairs = pairs;
-                        like
-                    }
-                };
-                Ok(UttOutcome::Done { like, weight })
-            }
+        if let Some(g) = gselect {
+            let (like, weight) = self.add_gselect(key, FrameBatch::new(feats, cols), weights, g)?;
+            self.like += like;
+            return Ok(UttOutcome::Done { weight });
         }
+        let mode = if weights.is_some() {
+            Mode::Weighted
+        } else {
+            Mode::Global
+        };
+        self.like +=
+            self.batch
+                .prepare(mode, rows, self.dim, self.loaded.as_mut(), &mut self.accs)?;
+        let weight = match weights {
+            None => rows as f64,
+            Some(w) => {
+                let b = &mut self.batch;
+                for &x in w {
+                    // Kaldi skips frames of weight 0.
+                    if x != 0.0 {
+                        b.pairs.push((0, x));
+                    }
+                    b.offsets.push(b.pairs.len());
+                }
+                w.iter().map(|&x| x as f64).sum()
+            }
+        };
+        self.batch.push_feats(feats, rows);
+        Ok(UttOutcome::Done { weight })
+    }
+
+    /// Sends what is queued; returns Σ weight × log-likelihood of every
+    /// utterance added since the last call.
+    pub fn take_like(&mut self) -> Result<f64> {
+        let l = self
+            .batch
+            .flush(self.dim, self.loaded.as_mut(), &mut self.accs)?;
+        Ok(std::mem::take(&mut self.like) + l)
     }
 
     /// Gaussian selection: Kaldi's `LogLikelihoodsPreselect`, a float
@@ -296,7 +393,7 @@ impl<'e> GlobalAccStats<'e> {
         batch: FrameBatch<'_>,
         weights: Option<&[f32]>,
         gselect: &[Vec<i32>],
-    ) -> Result<UttOutcome> {
+    ) -> Result<(f64, f64)> {
         let m = self.num_comp;
         for (t, sel) in gselect.iter().enumerate() {
             if sel.is_empty() {
@@ -375,14 +472,12 @@ impl<'e> GlobalAccStats<'e> {
             }
         }
         self.loglikes = ll;
-        Ok(UttOutcome::Done {
-            like: file_like as f64,
-            weight: file_weight as f64,
-        })
+        Ok((file_like as f64, file_weight as f64))
     }
 
-    /// `gmm-global-acc-stats` output.
-    pub fn into_diag(self) -> Result<AccumDiagGmm> {
+    /// `gmm-global-acc-stats` output (sends what is queued first).
+    pub fn into_diag(mut self) -> Result<AccumDiagGmm> {
+        self.take_like()?;
         if self.kind != CovKind::Diagonal {
             return Err(Error::Mismatch(
                 "full-covariance statistics cannot be written as diagonal accumulators".into(),
@@ -395,8 +490,10 @@ impl<'e> GlobalAccStats<'e> {
         ))
     }
 
-    /// `fgmm-global-acc-stats` output (centred as Kaldi writes it).
-    pub fn into_full(self) -> Result<AccumFullGmm> {
+    /// `fgmm-global-acc-stats` output (centred as Kaldi writes it; sends
+    /// what is queued first).
+    pub fn into_full(mut self) -> Result<AccumFullGmm> {
+        self.take_like()?;
         if self.kind != CovKind::Full {
             return Err(Error::Mismatch(
                 "diagonal statistics cannot be written as full-covariance accumulators".into(),
