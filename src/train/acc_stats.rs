@@ -502,3 +502,117 @@ impl<'e> GlobalAccStats<'e> {
         full_from_gmm_acc(&self.accs.states[0], self.dim, self.accs.flags)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::cpu::CpuEngine;
+    use crate::model::StateGmm;
+
+    /// A 2-dimensional, 3-component diagonal GMM (gconsts consistent with
+    /// the parameters are not needed for these comparisons).
+    fn gmm() -> AcousticModel {
+        AcousticModel {
+            dim: 2,
+            kind: CovKind::Diagonal,
+            states: vec![StateGmm {
+                gconsts: vec![-3.0, -2.5, -4.0],
+                weights: vec![0.3, 0.5, 0.2],
+                means_invvars: vec![0.5, -1.0, 0.0, 0.2, -0.4, 0.8],
+                inv_vars: vec![1.0, 0.5, 2.0, 1.5, 0.7, 1.1],
+            }],
+        }
+    }
+
+    fn frames(n: usize, seed: f32) -> Vec<f32> {
+        (0..n * 2)
+            .map(|i| ((i as f32 + seed) * 0.37).sin() * 2.0)
+            .collect()
+    }
+
+    fn close(a: &[f64], b: &[f64]) {
+        for (x, y) in a.iter().zip(b) {
+            assert!((x - y).abs() <= 1e-12 * y.abs().max(1.0), "{x} vs {y}");
+        }
+    }
+
+    #[test]
+    fn batches_weights_and_gselect_agree() {
+        let engine = CpuEngine::new(1).unwrap();
+        let flags = UpdateFlags::default();
+        let (a, b) = (frames(7, 0.0), frames(5, 3.0));
+        // Two utterances queued together vs one engine call each.
+        let mut together = GlobalAccStats::new(&engine, &gmm(), flags).unwrap();
+        together.add_utterance("a", &a, 7, 2, None, None).unwrap();
+        together.add_utterance("b", &b, 5, 2, None, None).unwrap();
+        let l1 = together.take_like().unwrap();
+        let mut apart = GlobalAccStats::new(&engine, &gmm(), flags).unwrap();
+        apart.add_utterance("a", &a, 7, 2, None, None).unwrap();
+        let mut l2 = apart.take_like().unwrap();
+        apart.add_utterance("b", &b, 5, 2, None, None).unwrap();
+        l2 += apart.take_like().unwrap();
+        assert!((l1 - l2).abs() < 1e-9 * l2.abs());
+        let (t, p) = (together.into_diag().unwrap(), apart.into_diag().unwrap());
+        close(&t.occupancy, &p.occupancy);
+        close(&t.var_accs, &p.var_accs);
+
+        // Weights of 1 and 0 = only the weighted frames; a selection of all
+        // components = no selection.
+        let w = [1.0, 0.0, 1.0, 1.0, 0.0];
+        let kept: Vec<f32> = (0..5)
+            .filter(|&t| w[t] != 0.0)
+            .flat_map(|t| b[t * 2..t * 2 + 2].to_vec())
+            .collect();
+        let all: Vec<Vec<i32>> = vec![vec![2, 0, 1]; 5];
+        let mut weighted = GlobalAccStats::new(&engine, &gmm(), flags).unwrap();
+        let out = weighted
+            .add_utterance("b", &b, 5, 2, Some(&w), None)
+            .unwrap();
+        assert_eq!(out, UttOutcome::Done { weight: 3.0 });
+        let mut selected = GlobalAccStats::new(&engine, &gmm(), flags).unwrap();
+        selected
+            .add_utterance("b", &b, 5, 2, Some(&w), Some(&all))
+            .unwrap();
+        let mut plain = GlobalAccStats::new(&engine, &gmm(), flags).unwrap();
+        plain.add_utterance("b", &kept, 3, 2, None, None).unwrap();
+        let (lw, ls, lp) = (
+            weighted.take_like().unwrap(),
+            selected.take_like().unwrap(),
+            plain.take_like().unwrap(),
+        );
+        assert!((lw - lp).abs() < 1e-9 * lp.abs() && (ls - lp).abs() < 1e-4 * lp.abs());
+        let (w, s, p) = (
+            weighted.into_diag().unwrap(),
+            selected.into_diag().unwrap(),
+            plain.into_diag().unwrap(),
+        );
+        close(&w.occupancy, &p.occupancy);
+        close(&w.mean_accs, &p.mean_accs);
+        // The host path (float softmax of the engine's log-likelihoods) vs the
+        // engine's own: float rounding of the posteriors.
+        for (x, y) in s.occupancy.iter().zip(&p.occupancy) {
+            assert!((x - y).abs() < 1e-5, "{x} vs {y}");
+        }
+    }
+
+    #[test]
+    fn per_utterance_problems_and_fatal_errors() {
+        let engine = CpuEngine::new(1).unwrap();
+        let mut g = GlobalAccStats::new(&engine, &gmm(), UpdateFlags::default()).unwrap();
+        let f = frames(3, 0.0);
+        assert!(matches!(
+            g.add_utterance("u", &f, 3, 2, Some(&[1.0]), None).unwrap(),
+            UttOutcome::Skipped(_)
+        ));
+        let bad = vec![vec![0], vec![3], vec![1]];
+        let e = g
+            .add_utterance("u", &f, 3, 2, None, Some(&bad))
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("frame 1") && e.to_string().contains("Gaussian 3"),
+            "{e}"
+        );
+        let e = g.add_utterance("u", &f[..3], 1, 3, None, None).unwrap_err();
+        assert!(e.to_string().contains("dimension 3"), "{e}");
+    }
+}

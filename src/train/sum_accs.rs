@@ -137,3 +137,41 @@ pub fn sum_full(accs: &[(String, AccumFullGmm)]) -> Result<AccumFullGmm> {
     let s = sum.expect("at least one input");
     full_from_gmm_acc(&s, first.dim, flags_from_kaldi(first.flags))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn acc(occ: Vec<f64>) -> AccumDiagGmm {
+        let n = occ.len();
+        AccumDiagGmm {
+            dim: 1,
+            num_comp: n,
+            flags: 7,
+            occupancy: occ,
+            mean_accs: vec![-0.0; n],
+            var_accs: vec![1.0; n],
+        }
+    }
+
+    #[test]
+    fn sums_from_zero_and_checks_shapes() {
+        let s = sum_diag(&[
+            ("a".into(), acc(vec![1.0, 2.0])),
+            ("b".into(), acc(vec![0.5, 0.25])),
+        ])
+        .unwrap();
+        assert_eq!(s.occupancy, [1.5, 2.25]);
+        assert_eq!(s.var_accs, [2.0, 2.0]);
+        // A sum starts from +0, so Kaldi's -0 statistics come out as 0.
+        let one = sum_diag(&[("a".into(), acc(vec![1.0]))]).unwrap();
+        assert!(one.mean_accs[0] == 0.0 && one.mean_accs[0].is_sign_positive());
+        let e = sum_diag(&[
+            ("a".into(), acc(vec![1.0])),
+            ("b".into(), acc(vec![1.0, 1.0])),
+        ])
+        .unwrap_err();
+        assert!(e.to_string().starts_with("b: "), "{e}");
+        assert!(sum_diag(&[]).is_err());
+    }
+}
