@@ -28,6 +28,9 @@ complete -c amtool -n "__fish_amtool_needs_command" -s h -l help -d 'Print help'
 complete -c amtool -n "__fish_amtool_needs_command" -s V -l version -d 'Print version'
 complete -c amtool -n "__fish_amtool_needs_command" -f -a "bench" -d 'Run the benchmark cases (../shared/bench/README.md) and print one JSON line per case'
 complete -c amtool -n "__fish_amtool_needs_command" -f -a "copy" -d 'Copy Kaldi tables or objects, converting binary/text (copy-feats, copy-matrix, copy-vector, copy-int-vector, copy-post, gmm-copy, gmm-global-copy, fgmm-global-copy)'
+complete -c amtool -n "__fish_amtool_needs_command" -f -a "acc-stats" -d 'Accumulate EM statistics (gmm-acc-stats-ali, gmm-acc-stats, gmm-global-acc-stats, fgmm-global-acc-stats)'
+complete -c amtool -n "__fish_amtool_needs_command" -f -a "sum-accs" -d 'Sum accumulator files (gmm-sum-accs, gmm-global-sum-accs, fgmm-global-sum-accs)'
+complete -c amtool -n "__fish_amtool_needs_command" -f -a "est" -d 'Re-estimate a model from accumulated statistics (gmm-est, gmm-global-est, fgmm-global-est)'
 complete -c amtool -n "__fish_amtool_needs_command" -f -a "shims" -d 'Create symlinks named like the Kaldi tools amtool replaces (put DIR first on PATH)'
 complete -c amtool -n "__fish_amtool_needs_command" -f -a "completions" -d 'Print a shell completion script (e.g. `amtool completions bash > /etc/bash_completion.d/amtool`)'
 complete -c amtool -n "__fish_amtool_needs_command" -f -a "man" -d 'Write the man pages generated from these option definitions into DIR'
@@ -51,13 +54,55 @@ complete -c amtool -n "__fish_amtool_using_subcommand copy" -l compress -d 'Comp
 complete -c amtool -n "__fish_amtool_using_subcommand copy" -l compression-method -d 'Compression method: 1 auto, 2 speech feature (CM), 3 two-byte auto (CM2), 4 two-byte signed integer, 5 one-byte auto (CM3), 6 one-byte unsigned integer, 7 one-byte 0..1' -r
 complete -c amtool -n "__fish_amtool_using_subcommand copy" -l kaldi-tool -d 'The Kaldi tool this copy stands in for (set by the shims: copy-feats, copy-matrix, ...)' -r
 complete -c amtool -n "__fish_amtool_using_subcommand copy" -s h -l help -d 'Print help'
+complete -c amtool -n "__fish_amtool_using_subcommand acc-stats" -l verbose -d 'Verbose level (higher = more logging)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand acc-stats" -l print-args -d 'Print the command line to stderr (Kaldi\'s default)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand acc-stats" -l config -d 'Read options from FILE (lines of --x=y); options on the command line win' -r -F
+complete -c amtool -n "__fish_amtool_using_subcommand acc-stats" -l binary -d 'Write output in binary mode' -r
+complete -c amtool -n "__fish_amtool_using_subcommand acc-stats" -l use-gpu -d 'Compute on the GPU: yes (or fail), no, optional (GPU if usable, else CPU)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand acc-stats" -l threads -d 'CPU engine threads (0: one per CPU)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand acc-stats" -l update-flags -d 'Which parameters the statistics are for: subset of mvwt (models; gmm-acc-stats) or mvw (global GMMs). Default: all' -r
+complete -c amtool -n "__fish_amtool_using_subcommand acc-stats" -l gselect -d 'Global GMMs: rspecifier of Gaussian-selection lists limiting the Gaussians used on each frame' -r
+complete -c amtool -n "__fish_amtool_using_subcommand acc-stats" -l weights -d 'Global GMMs: rspecifier of per-frame weights (a float vector per utterance)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand acc-stats" -l kaldi-tool -d 'The Kaldi tool this run stands in for (set by the shims)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand acc-stats" -s h -l help -d 'Print help'
+complete -c amtool -n "__fish_amtool_using_subcommand sum-accs" -l verbose -d 'Verbose level (higher = more logging)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand sum-accs" -l print-args -d 'Print the command line to stderr (Kaldi\'s default)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand sum-accs" -l config -d 'Read options from FILE (lines of --x=y); options on the command line win' -r -F
+complete -c amtool -n "__fish_amtool_using_subcommand sum-accs" -l binary -d 'Write output in binary mode' -r
+complete -c amtool -n "__fish_amtool_using_subcommand sum-accs" -l kaldi-tool -d 'The Kaldi tool this run stands in for (set by the shims)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand sum-accs" -s h -l help -d 'Print help'
+complete -c amtool -n "__fish_amtool_using_subcommand est" -l verbose -d 'Verbose level (higher = more logging)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand est" -l print-args -d 'Print the command line to stderr (Kaldi\'s default)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand est" -l config -d 'Read options from FILE (lines of --x=y); options on the command line win' -r -F
+complete -c amtool -n "__fish_amtool_using_subcommand est" -l binary -d 'Write output in binary mode' -r
+complete -c amtool -n "__fish_amtool_using_subcommand est" -l mix-up -d 'Increase the number of mixture components to this overall target (0: no)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand est" -l mix-down -d 'gmm-est: merge mixture components down to this overall target (0: no)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand est" -l power -d 'gmm-est: power to allocate Gaussians to states when mixing up or down' -r
+complete -c amtool -n "__fish_amtool_using_subcommand est" -l min-count -d 'gmm-est: minimum per-Gaussian count enforced while mixing up and down' -r
+complete -c amtool -n "__fish_amtool_using_subcommand est" -l perturb-factor -d 'While mixing up, perturb means by standard deviation times this factor' -r
+complete -c amtool -n "__fish_amtool_using_subcommand est" -l update-flags -d 'Which parameters to update: subset of mvwt (gmm-est) or mvw (global GMMs). Default: all' -r
+complete -c amtool -n "__fish_amtool_using_subcommand est" -l write-occs -d 'gmm-est: file to write the pdf occupancies to (a text vector)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand est" -l transition-floor -d 'gmm-est: floor on transition probabilities' -r
+complete -c amtool -n "__fish_amtool_using_subcommand est" -l transition-min-count -d 'gmm-est: minimum count of a transition state for its probabilities to be updated' -r
+complete -c amtool -n "__fish_amtool_using_subcommand est" -l share-for-pdfs -d 'gmm-est: share transition statistics among states with the same pdfs' -r
+complete -c amtool -n "__fish_amtool_using_subcommand est" -l min-gaussian-weight -d 'Minimum weight below which a Gaussian is not updated (and is removed)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand est" -l min-gaussian-occupancy -d 'Minimum occupancy to update a Gaussian (default 10 for diagonal, 100 for full covariance)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand est" -l min-variance -d 'Diagonal GMMs: variance floor (absolute)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand est" -l variance-floor -d 'Full-covariance GMMs: floor on the eigenvalues of the covariances' -r
+complete -c amtool -n "__fish_amtool_using_subcommand est" -l max-condition -d 'Full-covariance GMMs: maximum condition number of the covariances' -r
+complete -c amtool -n "__fish_amtool_using_subcommand est" -l remove-low-count-gaussians -d 'Remove Gaussians with too little data (rather than leave them unchanged)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand est" -l kaldi-tool -d 'The Kaldi tool this run stands in for (set by the shims)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand est" -s h -l help -d 'Print help'
 complete -c amtool -n "__fish_amtool_using_subcommand shims" -s h -l help -d 'Print help'
 complete -c amtool -n "__fish_amtool_using_subcommand completions" -s h -l help -d 'Print help'
 complete -c amtool -n "__fish_amtool_using_subcommand man" -l completions -d 'Also write the bash/zsh/fish completion scripts into this folder' -r -F
 complete -c amtool -n "__fish_amtool_using_subcommand man" -s h -l help -d 'Print help'
-complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy shims completions man help" -f -a "bench" -d 'Run the benchmark cases (../shared/bench/README.md) and print one JSON line per case'
-complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy shims completions man help" -f -a "copy" -d 'Copy Kaldi tables or objects, converting binary/text (copy-feats, copy-matrix, copy-vector, copy-int-vector, copy-post, gmm-copy, gmm-global-copy, fgmm-global-copy)'
-complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy shims completions man help" -f -a "shims" -d 'Create symlinks named like the Kaldi tools amtool replaces (put DIR first on PATH)'
-complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy shims completions man help" -f -a "completions" -d 'Print a shell completion script (e.g. `amtool completions bash > /etc/bash_completion.d/amtool`)'
-complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy shims completions man help" -f -a "man" -d 'Write the man pages generated from these option definitions into DIR'
-complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy shims completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy acc-stats sum-accs est shims completions man help" -f -a "bench" -d 'Run the benchmark cases (../shared/bench/README.md) and print one JSON line per case'
+complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy acc-stats sum-accs est shims completions man help" -f -a "copy" -d 'Copy Kaldi tables or objects, converting binary/text (copy-feats, copy-matrix, copy-vector, copy-int-vector, copy-post, gmm-copy, gmm-global-copy, fgmm-global-copy)'
+complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy acc-stats sum-accs est shims completions man help" -f -a "acc-stats" -d 'Accumulate EM statistics (gmm-acc-stats-ali, gmm-acc-stats, gmm-global-acc-stats, fgmm-global-acc-stats)'
+complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy acc-stats sum-accs est shims completions man help" -f -a "sum-accs" -d 'Sum accumulator files (gmm-sum-accs, gmm-global-sum-accs, fgmm-global-sum-accs)'
+complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy acc-stats sum-accs est shims completions man help" -f -a "est" -d 'Re-estimate a model from accumulated statistics (gmm-est, gmm-global-est, fgmm-global-est)'
+complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy acc-stats sum-accs est shims completions man help" -f -a "shims" -d 'Create symlinks named like the Kaldi tools amtool replaces (put DIR first on PATH)'
+complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy acc-stats sum-accs est shims completions man help" -f -a "completions" -d 'Print a shell completion script (e.g. `amtool completions bash > /etc/bash_completion.d/amtool`)'
+complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy acc-stats sum-accs est shims completions man help" -f -a "man" -d 'Write the man pages generated from these option definitions into DIR'
+complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy acc-stats sum-accs est shims completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

@@ -5,11 +5,16 @@
 //! ([`shims`]), rewrites Kaldi-style options ([`kaldi`]), parses with clap and
 //! runs the subcommand. Exit status is Kaldi's: 0 on success, 1 on error.
 
+pub mod acc_stats;
 pub mod bench;
 pub mod copy;
 pub mod docs;
+pub mod est;
 pub mod kaldi;
+pub mod progress;
 pub mod shims;
+pub mod sum_accs;
+pub mod train_io;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -50,6 +55,13 @@ pub enum Command {
     /// Copy Kaldi tables or objects, converting binary/text (copy-feats, copy-matrix,
     /// copy-vector, copy-int-vector, copy-post, gmm-copy, gmm-global-copy, fgmm-global-copy).
     Copy(copy::CopyArgs),
+    /// Accumulate EM statistics (gmm-acc-stats-ali, gmm-acc-stats, gmm-global-acc-stats,
+    /// fgmm-global-acc-stats).
+    AccStats(acc_stats::AccStatsArgs),
+    /// Sum accumulator files (gmm-sum-accs, gmm-global-sum-accs, fgmm-global-sum-accs).
+    SumAccs(sum_accs::SumAccsArgs),
+    /// Re-estimate a model from accumulated statistics (gmm-est, gmm-global-est, fgmm-global-est).
+    Est(est::EstArgs),
     /// Create symlinks named like the Kaldi tools amtool replaces (put DIR first on PATH).
     Shims {
         /// Folder for the links (created if missing).
@@ -90,6 +102,9 @@ pub fn run(cli: Cli) -> i32 {
     match cli.command {
         Command::Bench(args) => bench::run(&args),
         Command::Copy(args) => copy::run(args),
+        Command::AccStats(args) => acc_stats::run(args),
+        Command::SumAccs(args) => sum_accs::run(args),
+        Command::Est(args) => est::run(args),
         Command::Shims { dir } => {
             let exe = match std::env::current_exe() {
                 Ok(e) => e,
