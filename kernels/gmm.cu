@@ -687,11 +687,17 @@ __device__ __forceinline__ void tc_walk(const float* __restrict__ Wf, int slots,
 // block_score on the tensor cores: a CTA scores TFC frames against one block
 // of 64 states; element (j, i) of a thread's C fragment is frame
 // 16*warp + g (+8 for i >= 2) and lane 8j + 2t (+1 for odd i).
-// Grid: (frame tiles of TFC, blocks). Dynamic shared memory: TCW*KS*256 + 2*SLOTF floats.
+// Grid: (frame tiles of TFC, blocks, splits). With one split the CTA walks
+// all of its block's slots and writes log-likelihoods to `out`; with several
+// (few frames, e.g. 256-frame decoding windows, would leave most SMs idle)
+// split z walks its share of the slots and writes its partial (max, scaled
+// sum) to part[z][frame][state], which merge_splits combines in split order.
+// Dynamic shared memory: TCW*KS*256 + 2*SLOTF floats.
 extern "C" __global__ void __launch_bounds__(NTC) block_score_tc(
     const float* __restrict__ feats, int T, const float* __restrict__ Wf,
     const int* __restrict__ block_off, const int* __restrict__ block_slots,
-    const int* __restrict__ lane_state, float* __restrict__ out, int S) {
+    const int* __restrict__ lane_state, float* __restrict__ out, int S,
+    float2* __restrict__ part) {
     extern __shared__ __align__(16) float smem[];
     float* zf = smem;
     float* wb = smem + TCW * KS * 256;
@@ -707,7 +713,10 @@ extern "C" __global__ void __launch_bounds__(NTC) block_score_tc(
             m[j][i] = NEG_BIG;
             s[j][i] = 0.0f;
         }
-    tc_walk(Wf + (u64)block_off[b] * SLOTF, block_slots[b], zf, wb, [&](int, float (&c)[8][4]) {
+    const int per = (block_slots[b] + gridDim.z - 1) / gridDim.z;
+    const int g0 = imin(block_slots[b], blockIdx.z * per);
+    const int g1 = imin(block_slots[b], g0 + per);
+    tc_walk(Wf + ((u64)block_off[b] + g0) * SLOTF, g1 - g0, zf, wb, [&](int, float (&c)[8][4]) {
 #pragma unroll
         for (int j = 0; j < 8; ++j)
 #pragma unroll
@@ -720,8 +729,26 @@ extern "C" __global__ void __launch_bounds__(NTC) block_score_tc(
         for (int i = 0; i < 4; ++i) {
             const int st = lane_state[b * LANES + 8 * j + 2 * t + (i & 1)];
             const int fr = t0 + 16 * warp + g + ((i & 2) ? 8 : 0);
-            if (st >= 0 && fr < T) out[(u64)fr * S + st] = m[j][i] + logf(s[j][i]);
+            if (st < 0 || fr >= T) continue;
+            if (gridDim.z == 1)
+                out[(u64)fr * S + st] = m[j][i] + logf(s[j][i]);
+            else
+                part[((u64)blockIdx.z * T + fr) * S + st] = make_float2(m[j][i], s[j][i]);
         }
+}
+
+// out[i] = log-sum-exp of the split partials of element i (i < n = T*S), in
+// split order.
+extern "C" __global__ void merge_splits(const float2* __restrict__ part, int splits, u64 n,
+                                        float* __restrict__ out) {
+    const u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float m = NEG_BIG, s = 0.0f;
+    for (int z = 0; z < splits; ++z) {
+        const float2 p = part[(u64)z * n + i];
+        lse_merge(m, s, p.x, p.y);
+    }
+    out[i] = m + logf(s);
 }
 
 #endif

@@ -13,6 +13,7 @@
 //! first frames of the input — as many as keep the f64 reference cheap, at
 //! most `check_frames`; the per-output figures go to stderr.
 
+pub mod e2e;
 pub mod json;
 pub mod random;
 
@@ -27,12 +28,13 @@ use json::Json;
 use random::Rng;
 
 /// The cases, in the README's order.
-pub const CASES: [&str; 5] = [
+pub const CASES: [&str; 6] = [
     "estep_seed000",
     "score_seed002",
     "score_seed002_var",
     "fullcov_score_seed001",
     "acc_ali",
+    "acc_stats_ark",
 ];
 
 /// Sizes and run options; `None` keeps the papers' size.
@@ -78,6 +80,7 @@ pub fn run_case(
         "score_seed002_var" => score(engine, cfg, true, emit),
         "fullcov_score_seed001" => fullcov(engine, cfg, emit),
         "acc_ali" => acc_ali(engine, cfg, emit),
+        "acc_stats_ark" => e2e::acc_stats_ark(engine, cfg, emit),
         _ => Err(Error::Usage(format!(
             "unknown benchmark case {name:?} (cases: {})",
             CASES.join(", ")

@@ -8,14 +8,15 @@
 
 use clap::Args;
 
+use crate::train::prefetch::PrefetchedFeats;
 use amtool_formats::kaldi::accs::AmAccs;
 use amtool_formats::kaldi::any::AnyObject;
 use amtool_formats::kaldi::gmm::{DiagGmm, FullGmm};
 use amtool_formats::kaldi::holder::{Int32Vector, Int32VectorVector, Posterior};
-use amtool_formats::kaldi::matrix::{Matrix, Vector};
+use amtool_formats::kaldi::matrix::Vector;
 use amtool_formats::kaldi::model::{KaldiModel, ObjectKind};
 use amtool_formats::kaldi::object::{object_to_bytes, read_object};
-use amtool_formats::kaldi::table::{RandomAccessTableReader, SequentialTableReader};
+use amtool_formats::kaldi::table::RandomAccessTableReader;
 
 use super::progress::Progress;
 use super::train_io::{parse_use_gpu, read_object_file, write_object_file};
@@ -162,8 +163,7 @@ fn am_stats(args: &AccStatsArgs, model: &KaldiModel) -> Result<i32, String> {
         .map_err(|e| e.to_string())?;
     let engine = engine::select(args.use_gpu, args.threads).map_err(|e| e.to_string())?;
     let mut acc = AmAccStats::new(engine.as_ref(), model, flags).map_err(|e| e.to_string())?;
-    let mut feats =
-        SequentialTableReader::<Matrix<f32>>::open(feats_spec).map_err(|e| e.to_string())?;
+    let mut feats = PrefetchedFeats::open(feats_spec).map_err(|e| e.to_string())?;
     let open_err = |e: amtool_formats::Error| e.to_string();
     let mut targets = match args.kaldi_tool.as_str() {
         "gmm-acc-stats-ali" => {
@@ -269,8 +269,7 @@ fn global_stats(args: &AccStatsArgs, model: &super::train_io::InputObject) -> Re
     };
     let engine = engine::select(args.use_gpu, args.threads).map_err(|e| e.to_string())?;
     let mut acc = GlobalAccStats::new(engine.as_ref(), &am, flags).map_err(|e| e.to_string())?;
-    let mut feats =
-        SequentialTableReader::<Matrix<f32>>::open(feats_spec).map_err(|e| e.to_string())?;
+    let mut feats = PrefetchedFeats::open(feats_spec).map_err(|e| e.to_string())?;
     let mut gselect = if args.gselect.is_empty() {
         None
     } else {

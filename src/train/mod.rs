@@ -9,4 +9,5 @@ pub mod acc_stats;
 pub mod convert;
 pub mod est;
 pub mod io;
+pub mod prefetch;
 pub mod sum_accs;

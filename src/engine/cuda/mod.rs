@@ -37,8 +37,10 @@ pub(crate) struct Kernels {
     pub accum_stats: CudaFunction,
     pub reduce_partials: CudaFunction,
     pub sum_f64: CudaFunction,
-    /// The tensor-core scoring kernel, where the shape has it (`shape.tcw > 0`).
+    /// The tensor-core scoring kernel and its split merge, where the shape
+    /// has them (`shape.tcw > 0`).
     pub block_score_tc: Option<CudaFunction>,
+    pub merge_splits: Option<CudaFunction>,
     _module: Arc<CudaModule>,
 }
 
@@ -112,6 +114,15 @@ impl CudaEngine {
         self.cc
     }
 
+    /// Streaming multiprocessors of the device.
+    pub fn multiprocessors(&self) -> usize {
+        use cudarc::driver::sys::CUdevice_attribute_enum::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT as SMS;
+        self.ctx
+            .attribute(SMS)
+            .map(|n| n.max(1) as usize)
+            .unwrap_or(1)
+    }
+
     /// Free and total device memory in bytes.
     pub fn memory(&self) -> Result<(usize, usize)> {
         self.ctx.mem_get_info().map_err(driver_err("memory info"))
@@ -141,6 +152,7 @@ impl CudaEngine {
             reduce_partials: f("reduce_partials")?,
             sum_f64: f("sum_f64")?,
             block_score_tc: (shape.tcw > 0).then(|| f("block_score_tc")).transpose()?,
+            merge_splits: (shape.tcw > 0).then(|| f("merge_splits")).transpose()?,
             _module: module.clone(),
         });
         use cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES as MAX_DYN;

@@ -34,7 +34,7 @@ use crate::{Error, Result};
 /// States per block of the padded layout (the kernels' LANES).
 pub const BLOCK_STATES: usize = 64;
 /// Frames per streamed chunk (a multiple of every tile and item size).
-pub const CHUNK_FRAMES: usize = 1 << 20;
+pub const CHUNK_FRAMES: usize = 1 << 17;
 /// Entries per statistics work item.
 pub const ITEM_ENTRIES: usize = 4096;
 
@@ -45,6 +45,8 @@ struct BlockDev {
     slots: CudaSlice<i32>,
     lane_state: CudaSlice<i32>,
     blocks: usize,
+    /// Slots of the largest block.
+    max_slots: usize,
     padded_gaussians: usize,
 }
 
@@ -77,6 +79,8 @@ pub struct CudaModel<'e> {
     streaming: Option<Stream>,
     /// Event pairs around the kernels of the last call.
     timers: Vec<(CudaEvent, CudaEvent)>,
+    /// Partial (max, sum) pairs of split tensor-core scoring.
+    split_part: Option<CudaSlice<f32>>,
 }
 
 /// Weight vector w of Gaussian `g` of `state` (see `kernels/gmm.cu`): the
@@ -213,6 +217,7 @@ impl<'e> CudaModel<'e> {
             acc64: None,
             streaming: None,
             timers: Vec::new(),
+            split_part: None,
         })
     }
 
@@ -305,6 +310,7 @@ impl<'e> CudaModel<'e> {
             slots: s.clone_htod(&slots).map_err(&e)?,
             lane_state: s.clone_htod(&lane_state).map_err(&e)?,
             blocks,
+            max_slots: slots.iter().copied().max().unwrap_or(0) as usize,
             padded_gaussians: total * BLOCK_STATES,
         });
         Ok(())
@@ -399,9 +405,18 @@ impl<'e> CudaModel<'e> {
         Ok(())
     }
 
-    /// Enqueue `block_score` for `n` frames on the device; `out` gets n × S.
+    /// Splits of the tensor-core scoring: enough CTAs for about four waves
+    /// when `n` frames alone would leave SMs idle, each split still walking
+    /// at least 16 slots of its block.
+    fn score_splits(&self, n: usize, blk: &BlockDev) -> usize {
+        let tiles = n.div_ceil(self.k.shape.score_tile()) * blk.blocks;
+        let want = (4 * self.eng.multiprocessors()).div_ceil(tiles.max(1));
+        want.min(blk.max_slots / 16).max(1)
+    }
+
+    /// Enqueue block scoring for `n` frames on the device; `out` gets n × S.
     fn launch_block_score(
-        &self,
+        &mut self,
         feats: &CudaView<'_, f32>,
         n: usize,
         out: &mut CudaSlice<f32>,
@@ -411,36 +426,78 @@ impl<'e> CudaModel<'e> {
             .as_ref()
             .ok_or_else(|| Error::Engine("block layout missing".into()))?;
         let sh = self.k.shape;
-        let (func, cfg) = match &self.k.block_score_tc {
-            Some(f) => (
-                f,
-                LaunchConfig {
-                    grid_dim: (n.div_ceil(sh.score_tile()) as u32, blk.blocks as u32, 1),
-                    block_dim: (32 * sh.tcw as u32, 1, 1),
-                    shared_mem_bytes: sh.smem_tc() as u32,
-                },
-            ),
-            None => (
-                &self.k.block_score,
-                LaunchConfig {
-                    grid_dim: (n.div_ceil(sh.tf) as u32, blk.blocks as u32, 1),
-                    block_dim: (sh.threads() as u32, 1, 1),
-                    shared_mem_bytes: sh.smem_score() as u32,
-                },
-            ),
-        };
         let (t, s) = (n as i32, self.state_ng.len() as i32);
-        let mut lb = self.eng.stream.launch_builder(func);
+        let stream = &self.eng.stream;
+        let Some(func) = &self.k.block_score_tc else {
+            let cfg = LaunchConfig {
+                grid_dim: (n.div_ceil(sh.tf) as u32, blk.blocks as u32, 1),
+                block_dim: (sh.threads() as u32, 1, 1),
+                shared_mem_bytes: sh.smem_score() as u32,
+            };
+            let mut lb = stream.launch_builder(&self.k.block_score);
+            lb.arg(feats)
+                .arg(&t)
+                .arg(&blk.w)
+                .arg(&blk.off)
+                .arg(&blk.slots)
+                .arg(&blk.lane_state)
+                .arg(out)
+                .arg(&s);
+            // SAFETY: argument types and counts match the kernel; sizes were checked.
+            unsafe { lb.launch(cfg) }.map_err(driver_err("block_score"))?;
+            return Ok(());
+        };
+        let splits = self.score_splits(n, blk);
+        let need = 2 * splits * n * self.state_ng.len();
+        let mut part = match self.split_part.take() {
+            Some(p) if p.len() >= need => p,
+            // SAFETY: every pair a merge reads is written by the scoring first.
+            _ => unsafe { stream.alloc::<f32>(need.max(2)) }
+                .map_err(driver_err("allocating split scratch"))?,
+        };
+        let cfg = LaunchConfig {
+            grid_dim: (
+                n.div_ceil(sh.score_tile()) as u32,
+                blk.blocks as u32,
+                splits as u32,
+            ),
+            block_dim: (32 * sh.tcw as u32, 1, 1),
+            shared_mem_bytes: sh.smem_tc() as u32,
+        };
+        let mut lb = stream.launch_builder(func);
         lb.arg(feats)
             .arg(&t)
             .arg(&blk.w)
             .arg(&blk.off)
             .arg(&blk.slots)
             .arg(&blk.lane_state)
-            .arg(out)
-            .arg(&s);
-        // SAFETY: argument types and counts match the kernel; sizes were checked.
-        unsafe { lb.launch(cfg) }.map_err(driver_err("block_score"))?;
+            .arg(&mut *out)
+            .arg(&s)
+            .arg(&mut part);
+        // SAFETY: argument types and counts match the kernel; `part` holds
+        // splits × n × S pairs.
+        unsafe { lb.launch(cfg) }.map_err(driver_err("block_score_tc"))?;
+        if splits > 1 {
+            let merge = self
+                .k
+                .merge_splits
+                .as_ref()
+                .ok_or_else(|| Error::Engine("merge_splits missing".into()))?;
+            let elems = (n * self.state_ng.len()) as u64;
+            let (sp, cfg) = (
+                splits as i32,
+                LaunchConfig {
+                    grid_dim: (elems.div_ceil(256) as u32, 1, 1),
+                    block_dim: (256, 1, 1),
+                    shared_mem_bytes: 0,
+                },
+            );
+            let mut lb = stream.launch_builder(merge);
+            lb.arg(&part).arg(&sp).arg(&elems).arg(out);
+            // SAFETY: as above.
+            unsafe { lb.launch(cfg) }.map_err(driver_err("merge_splits"))?;
+        }
+        self.split_part = Some(part);
         Ok(())
     }
 

@@ -1,0 +1,109 @@
+//! The end-to-end statistics case: EM statistics of a global GMM over a
+//! binary feature ark on disk, through the same library path as
+//! `amtool acc-stats` (gmm-global-acc-stats): read-ahead table reader →
+//! batches → engine → accumulators. Reported beside the two times it is judged
+//! against: the engine's kernel time on the same frames held in memory, and
+//! one plain read of the file (from the page cache, as a second pass finds it).
+
+use amtool_formats::kaldi::matrix::Matrix;
+use amtool_formats::kaldi::table::{SequentialTableReader, TableWriter};
+
+use super::json::Json;
+use super::random::{self, Rng};
+use super::{accumulate_once, time_median, BenchConfig};
+use crate::engine::{Engine, FrameBatch, FrameTargets};
+use crate::model::CovKind;
+use crate::stats::UpdateFlags;
+use crate::train::acc_stats::GlobalAccStats;
+use crate::train::prefetch::PrefetchedFeats;
+use crate::{Error, Result};
+
+/// Frames per utterance of the generated ark (a 10 s utterance at 100 fps).
+const UTT_FRAMES: usize = 1000;
+
+fn table_err(e: amtool_formats::Error) -> Error {
+    Error::Usage(format!("bench ark: {e}"))
+}
+
+pub fn acc_stats_ark(
+    engine: &dyn Engine,
+    cfg: &BenchConfig,
+    emit: &mut dyn FnMut(&Json),
+) -> Result<()> {
+    let case = "acc_stats_ark";
+    let (t, d) = (cfg.frames.unwrap_or(3_125_506), cfg.dim.unwrap_or(40));
+    let m = cfg.gaussians.unwrap_or(2048);
+    let mut rng = Rng::new(cfg.seed);
+    let data = random::features(&mut rng, t, d);
+    let model = random::model(&mut rng, &[m], d, CovKind::Diagonal);
+
+    let dir = tempfile::tempdir().map_err(|e| Error::Usage(format!("bench temp dir: {e}")))?;
+    let ark = dir.path().join("feats.ark");
+    let spec = format!("ark:{}", ark.display());
+    let mut w = TableWriter::<Matrix<f32>>::open(&spec).map_err(table_err)?;
+    for (u, rows) in data.chunks(UTT_FRAMES * d).enumerate() {
+        let mat = Matrix::from_vec(rows.len() / d, d, rows.to_vec())
+            .ok_or_else(|| Error::Usage("bench ark: bad matrix shape".into()))?;
+        w.write(&format!("utt{u:07}"), &mat).map_err(table_err)?;
+    }
+    w.close().map_err(table_err)?;
+    let bytes = std::fs::metadata(&ark).map(|m| m.len()).unwrap_or(0);
+
+    let mut lm = engine.load(&model)?;
+    let kernel = time_median(cfg.reps, || {
+        accumulate_once(
+            lm.as_mut(),
+            &model,
+            FrameBatch::new(&data, d),
+            FrameTargets::Global,
+        )?;
+        Ok(lm.last_kernel_seconds())
+    })?;
+    drop(lm);
+    drop(data);
+
+    let read = time_median(cfg.reps, || {
+        let mut r = SequentialTableReader::<Matrix<f32>>::open(&spec).map_err(table_err)?;
+        let mut n = 0usize;
+        while let Some((_, mat)) = r.next_entry().map_err(table_err)? {
+            n += mat.rows();
+        }
+        if n != t {
+            return Err(Error::Usage(format!("bench ark: read {n} frames of {t}")));
+        }
+        Ok(None)
+    })?;
+
+    let mut like = 0.0;
+    let e2e = time_median(cfg.reps, || {
+        let mut acc = GlobalAccStats::new(engine, &model, UpdateFlags::default())?;
+        let mut r = PrefetchedFeats::open(&spec).map_err(table_err)?;
+        while let Some((key, mat)) = r.next_entry().map_err(table_err)? {
+            acc.add_utterance(&key, mat.data(), mat.rows(), d, None, None)?;
+        }
+        like = acc.take_like()?;
+        acc.into_diag()?;
+        Ok(None)
+    })?;
+    let budget = 1.5 * kernel.seconds() + read.wall;
+    emit(
+        &Json::new()
+            .str("case", case)
+            .int("T", t)
+            .int("D", d)
+            .int("M", m)
+            .num("seconds", e2e.wall)
+            .num("kernel_seconds", kernel.seconds())
+            .num("read_seconds", read.wall)
+            .num("budget_seconds", budget)
+            .num(
+                "ratio_to_kernel_plus_read",
+                e2e.wall / (kernel.seconds() + read.wall),
+            )
+            .num("file_gb", bytes as f64 / 1e9)
+            .num("avg_like_per_frame", like / t as f64)
+            .str("engine", engine.name())
+            .str("device", &engine.device()),
+    );
+    Ok(())
+}
