@@ -8,7 +8,13 @@
 pub mod bench;
 pub mod copy;
 pub mod docs;
+pub mod engine_args;
+pub mod global_get_post;
+pub mod gselect;
+pub mod gselect_to_post;
 pub mod kaldi;
+pub mod map_adapt;
+pub mod score;
 pub mod shims;
 
 use std::ffi::OsString;
@@ -50,6 +56,17 @@ pub enum Command {
     /// Copy Kaldi tables or objects, converting binary/text (copy-feats, copy-matrix,
     /// copy-vector, copy-int-vector, copy-post, gmm-copy, gmm-global-copy, fgmm-global-copy).
     Copy(copy::CopyArgs),
+    /// Per-frame log-likelihoods: gmm-compute-likes (Kaldi model), gmm-global-get-frame-likes
+    /// and fgmm-global-get-frame-likes (global DiagGmm / FullGmm).
+    Score(score::ScoreArgs),
+    /// Gaussian selection: the n best Gaussians of a global GMM per frame (gmm-gselect, fgmm-gselect).
+    Gselect(gselect::GselectArgs),
+    /// Top-n Gaussian posteriors of a global GMM per frame (gmm-global-get-post).
+    GlobalGetPost(global_get_post::GetPostArgs),
+    /// Posteriors over the selected Gaussians of a global GMM (fgmm-global-gselect-to-post).
+    GselectToPost(gselect_to_post::GselectToPostArgs),
+    /// MAP adaptation of a Kaldi model per speaker or utterance (gmm-adapt-map).
+    MapAdapt(map_adapt::MapAdaptArgs),
     /// Create symlinks named like the Kaldi tools amtool replaces (put DIR first on PATH).
     Shims {
         /// Folder for the links (created if missing).
@@ -90,6 +107,11 @@ pub fn run(cli: Cli) -> i32 {
     match cli.command {
         Command::Bench(args) => bench::run(&args),
         Command::Copy(args) => copy::run(args),
+        Command::Score(args) => score::run(args),
+        Command::Gselect(args) => gselect::run(args),
+        Command::GlobalGetPost(args) => global_get_post::run(args),
+        Command::GselectToPost(args) => gselect_to_post::run(args),
+        Command::MapAdapt(args) => map_adapt::run(args),
         Command::Shims { dir } => {
             let exe = match std::env::current_exe() {
                 Ok(e) => e,
