@@ -340,3 +340,38 @@ fn bad_inputs_fail_without_leaving_output() {
         "temporary files left"
     );
 }
+
+#[test]
+fn weighted_posteriors_log_kaldis_unweighted_likelihood_sum() {
+    // gmm-adapt-map adds each posterior entry's log-likelihood unweighted and
+    // divides by the summed weights: halving every weight doubles the
+    // printed per-frame likelihood (Kaldi printed -80.0784 for s01-001 with
+    // unit weights, model1/logs/gmm-adapt-map-utt.log).
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = first3_posts().remove(0).1;
+    for f in &mut p.0 {
+        for e in f.iter_mut() {
+            e.1 *= 0.5;
+        }
+    }
+    let posts = tmp(&dir, "post.ark");
+    write_posts(&posts, &[("s01-001", &p)]);
+    let scp = tmp(&dir, "utt1.scp");
+    std::fs::write(
+        &scp,
+        format!("s01-001 {F}/feats_cmvn_deltas.first3.ark:8\n"),
+    )
+    .unwrap();
+    let (code, err) = run(&[
+        "map-adapt",
+        "--use-gpu=no",
+        MDL,
+        &format!("scp:{scp}"),
+        &format!("ark:{posts}"),
+        &format!("ark:{}", tmp(&dir, "m.ark")),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let like = logged(&err, "Overall acoustic likelihood was ");
+    assert!((like - 2.0 * -80.0784).abs() <= 1e-4 * 160.0, "{like}");
+    assert!(err.contains(" over 85.5 frames."), "{err}");
+}

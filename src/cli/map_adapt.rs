@@ -141,10 +141,11 @@ impl Adapter<'_> {
         if feats.rows() == 0 {
             return Ok(Some((0.0, 0.0)));
         }
-        let like = self
+        let batch = FrameBatch::new(feats.data(), self.model.dim);
+        let weighted_like = self
             .loaded
             .accumulate(
-                FrameBatch::new(feats.data(), self.model.dim),
+                batch,
                 FrameTargets::Weighted {
                     offsets: &offsets,
                     pairs: &pairs,
@@ -152,7 +153,24 @@ impl Adapter<'_> {
                 acc,
             )
             .map_err(|e| format!("utterance {utt}: {e}"))?;
-        Ok(Some((like as f32, file_t)))
+        // Kaldi's file_like adds each pair's log-likelihood unweighted
+        // (AccumulateForGmm returns it unscaled); with unit weights (ali-to-post)
+        // that is the engine's weighted sum, otherwise score the frames again.
+        if pairs.iter().all(|&(_, w)| w == 1.0) {
+            return Ok(Some((weighted_like as f32, file_t)));
+        }
+        let ns = self.loaded.num_states();
+        let mut ll = vec![0f32; batch.frames * ns];
+        self.loaded
+            .state_loglikes(batch, &mut ll)
+            .map_err(|e| format!("utterance {utt}: {e}"))?;
+        let mut file_like = 0f32;
+        for t in 0..batch.frames {
+            for &(pdf, _) in &pairs[offsets[t]..offsets[t + 1]] {
+                file_like += ll[t * ns + pdf as usize];
+            }
+        }
+        Ok(Some((file_like, file_t)))
     }
 
     /// MAP update from `acc`; returns the AmDiagGmm and (objf change, frames).

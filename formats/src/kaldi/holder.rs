@@ -524,6 +524,20 @@ mod tests {
     }
 
     #[test]
+    fn token_vectors_read_spk2utt_lines() {
+        use crate::kaldi::io::Reader;
+        let mut r = Reader::new(b"s01-001 s01-002\ts01-003 \nnext", false);
+        let t = TokenVector::read_holder(&mut r).unwrap();
+        assert_eq!(t.0, ["s01-001", "s01-002", "s01-003"]);
+        assert_eq!(r.remaining(), b"next");
+        let mut out = Vec::new();
+        t.write_holder(&mut out, false).unwrap();
+        assert_eq!(out, b"s01-001 s01-002 s01-003 \n");
+        let mut b = Reader::new(b"\0B\x04", true);
+        assert!(TokenVector::read_holder(&mut b).is_err());
+    }
+
+    #[test]
     fn forms_are_kaldis() {
         assert_eq!(to_bytes(&Int32Vector(vec![2, 1]), false), b"2 1 \n");
         assert_eq!(
