@@ -597,3 +597,68 @@ fn bad_models_and_options_are_clear_errors() {
         "only trunc.dubm"
     );
 }
+
+/// ‖a − b‖ / ‖b‖ over two text archives' numbers (other tokens equal).
+fn rel_err_text(a: &str, b: &str) -> f64 {
+    let (mut num, mut den) = (0f64, 0f64);
+    let (ta, tb): (Vec<&str>, Vec<&str>) = (
+        a.split_whitespace().collect(),
+        b.split_whitespace().collect(),
+    );
+    assert_eq!(ta.len(), tb.len());
+    for (x, y) in ta.iter().zip(&tb) {
+        match (x.parse::<f64>(), y.parse::<f64>()) {
+            (Ok(x), Ok(y)) => {
+                num += (x - y) * (x - y);
+                den += y * y;
+            }
+            _ => assert_eq!(x, y),
+        }
+    }
+    (num / den).sqrt()
+}
+
+/// The CUDA engine through the CLI: scores within 2e-5 relative of the CPU
+/// engine's (each engine is within 1e-5 of f64, tests/cuda_engine.rs), and
+/// Gaussian selections identical to Kaldi's. Without a GPU this prints
+/// `skipped: no CUDA device` and passes (AMTOOL_REQUIRE_GPU=1 makes it fail).
+#[test]
+fn gpu_scores_equal_cpu_scores() {
+    if amtool::engine::cuda::engine_for_tests().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for model in [MDL, UBM, FUBM] {
+        let mut outs = Vec::new();
+        for gpu in ["no", "yes"] {
+            let out = tmp(&dir, &format!("{gpu}.txt"));
+            let (code, err) = run(&[
+                "score",
+                &format!("--use-gpu={gpu}"),
+                model,
+                FEATS,
+                &format!("ark,t:{out}"),
+            ]);
+            assert_eq!(code, 0, "{err}");
+            outs.push(std::fs::read_to_string(&out).unwrap());
+        }
+        let e = rel_err_text(&outs[1], &outs[0]);
+        assert!(e <= 2e-5, "{model}: GPU vs CPU {e}");
+    }
+    for (model, want) in [
+        (UBM, format!("{F}/ubm.1.gselect_first3.txt")),
+        (FUBM, format!("{S}/fubm.1.gselect_first3.txt")),
+    ] {
+        let out = tmp(&dir, "g.txt");
+        let (code, err) = run(&[
+            "gselect",
+            "--n=5",
+            "--use-gpu=yes",
+            model,
+            FEATS,
+            &format!("ark,t:{out}"),
+        ]);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), text(&want));
+    }
+}
