@@ -49,6 +49,9 @@ _amtool() {
             amtool,shims)
                 cmd="amtool__subcmd__shims"
                 ;;
+            amtool,ubm-map)
+                cmd="amtool__subcmd__ubm__subcmd__map"
+                ;;
             amtool__subcmd__help,bench)
                 cmd="amtool__subcmd__help__subcmd__bench"
                 ;;
@@ -82,6 +85,9 @@ _amtool() {
             amtool__subcmd__help,shims)
                 cmd="amtool__subcmd__help__subcmd__shims"
                 ;;
+            amtool__subcmd__help,ubm-map)
+                cmd="amtool__subcmd__help__subcmd__ubm__subcmd__map"
+                ;;
             *)
                 ;;
         esac
@@ -89,7 +95,7 @@ _amtool() {
 
     case "${cmd}" in
         amtool)
-            opts="-h -V --help --version bench copy score gselect global-get-post gselect-to-post map-adapt shims completions man help"
+            opts="-h -V --help --version bench copy score gselect global-get-post gselect-to-post map-adapt ubm-map shims completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -331,7 +337,7 @@ _amtool() {
             return 0
             ;;
         amtool__subcmd__help)
-            opts="bench copy score gselect global-get-post gselect-to-post map-adapt shims completions man help"
+            opts="bench copy score gselect global-get-post gselect-to-post map-adapt ubm-map shims completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -498,6 +504,20 @@ _amtool() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        amtool__subcmd__help__subcmd__ubm__subcmd__map)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         amtool__subcmd__man)
             opts="-h --completions --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -623,6 +643,56 @@ _amtool() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        amtool__subcmd__ubm__subcmd__map)
+            opts="-h --verbose --print-args --config --use-gpu --threads --spk2utt --relevance --update-flags --supervector --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --verbose)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --print-args)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --use-gpu)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --threads)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --spk2utt)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --relevance)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --update-flags)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --supervector)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;

@@ -16,6 +16,7 @@ pub mod kaldi;
 pub mod map_adapt;
 pub mod score;
 pub mod shims;
+pub mod ubm_map;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -67,6 +68,9 @@ pub enum Command {
     GselectToPost(gselect_to_post::GselectToPostArgs),
     /// MAP adaptation of a Kaldi model per speaker or utterance (gmm-adapt-map).
     MapAdapt(map_adapt::MapAdaptArgs),
+    /// Relevance-MAP adaptation of a diagonal UBM per speaker or utterance (GMM-UBM
+    /// speaker recognition): adapted GMMs or mean supervectors.
+    UbmMap(ubm_map::UbmMapArgs),
     /// Create symlinks named like the Kaldi tools amtool replaces (put DIR first on PATH).
     Shims {
         /// Folder for the links (created if missing).
@@ -112,6 +116,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::GlobalGetPost(args) => global_get_post::run(args),
         Command::GselectToPost(args) => gselect_to_post::run(args),
         Command::MapAdapt(args) => map_adapt::run(args),
+        Command::UbmMap(args) => ubm_map::run(args),
         Command::Shims { dir } => {
             let exe = match std::env::current_exe() {
                 Ok(e) => e,

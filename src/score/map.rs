@@ -177,3 +177,194 @@ mod tests {
         assert!(map_diag_update(&MapOptions::default(), &acc, flags("mw"), &mut g, 1).is_err());
     }
 }
+
+/// Relevance MAP of a GMM-UBM (Reynolds, Quatieri & Dunn 2000, "Speaker
+/// verification using adapted Gaussian mixture models", eqs. 11–14), the
+/// GMM-UBM speaker-recognition adaptation. With `nᵢ` the occupancy of
+/// Gaussian i over the `frames` frames, `αᵢ = nᵢ / (nᵢ + r)`:
+/// - weight: `ŵᵢ = γ [αᵢ nᵢ / T + (1 − αᵢ) wᵢ]`, γ making them sum to one;
+/// - mean: `μ̂ᵢ = αᵢ Eᵢ[x] + (1 − αᵢ) μᵢ` (= Kaldi's MAP mean with τ = r);
+/// - variance: `σ̂²ᵢ = αᵢ Eᵢ[x²] + (1 − αᵢ)(σ²ᵢ + μ²ᵢ) − μ̂²ᵢ`.
+///
+/// Only the parameters in `flags` change (the variance needs mean
+/// statistics, the mean update uses the new mean); a Gaussian with no
+/// occupancy keeps its parameters, and a variance that rounding makes
+/// non-positive keeps the UBM's. `gmm` gets Kaldi's stored form and gconsts.
+pub fn relevance_map(
+    gmm: &mut StateGmm,
+    dim: usize,
+    acc: &GmmAccumulator,
+    frames: f64,
+    relevance: f64,
+    flags: UpdateFlags,
+) -> Result<(), String> {
+    let n = gmm.num_components();
+    if acc.occupancy.len() != n
+        || ((flags.means || flags.variances) && acc.mean_acc.len() != n * dim)
+        || (flags.variances && acc.var_acc.len() != n * dim)
+    {
+        return Err(format!(
+            "relevance MAP: the statistics ({} Gaussians) do not match the model ({n} Gaussians) or lack what --update-flags needs",
+            acc.occupancy.len()
+        ));
+    }
+    if relevance < 0.0 {
+        return Err(format!("relevance factor {relevance} must not be negative"));
+    }
+    let old = DiagNatural::from_state(gmm);
+    let mut nat = old.clone();
+    let mut wsum = 0f64;
+    for i in 0..n {
+        let ni = acc.occupancy[i];
+        let alpha = if ni > 0.0 { ni / (ni + relevance) } else { 0.0 };
+        if frames > 0.0 {
+            nat.weights[i] = alpha * ni / frames + (1.0 - alpha) * old.weights[i];
+        }
+        wsum += nat.weights[i];
+        if ni <= 0.0 {
+            continue;
+        }
+        for d in i * dim..(i + 1) * dim {
+            let ex = acc.mean_acc.get(d).map_or(0.0, |&s| s / ni);
+            let mu = alpha * ex + (1.0 - alpha) * old.means[d];
+            if flags.variances {
+                let ex2 = acc.var_acc[d] / ni;
+                let v = alpha * ex2 + (1.0 - alpha) * (old.vars[d] + old.means[d] * old.means[d])
+                    - mu * mu;
+                // Exactly ≥ 0; rounding with r ≈ 0 and one frame can make it
+                // 0 or negative: keep the UBM's variance there.
+                if v > 0.0 && v.is_finite() {
+                    nat.vars[d] = v;
+                }
+            }
+            if flags.means {
+                nat.means[d] = mu;
+            }
+        }
+    }
+    if wsum > 0.0 {
+        for w in &mut nat.weights {
+            *w /= wsum;
+        }
+    }
+    diag_from_natural(gmm, dim, &nat, flags)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod relevance_tests {
+    use super::*;
+    use crate::engine::{reference, FrameBatch, FrameTargets};
+    use crate::model::AcousticModel;
+    use amtool_formats::kaldi::gmm::DiagGmm;
+    use amtool_formats::kaldi::matrix::Matrix;
+    use amtool_formats::kaldi::table::SequentialTableReader;
+
+    fn ubm_and_stats() -> (AcousticModel, crate::stats::ModelAccumulators) {
+        let g = DiagGmm::from_bytes(&std::fs::read("testdata/kaldi/train/ubm.1.dubm").unwrap())
+            .unwrap();
+        let m = AcousticModel::from_diag_gmm(&g);
+        let (_, feats): (String, Matrix<f32>) =
+            SequentialTableReader::open("ark:testdata/kaldi/feats/feats_cmvn_deltas.first3.ark")
+                .unwrap()
+                .next()
+                .unwrap()
+                .unwrap();
+        let all = UpdateFlags::default();
+        let acc = reference::accumulate(
+            &m,
+            FrameBatch::new(feats.data(), m.dim),
+            FrameTargets::Global,
+            all,
+        );
+        (m, acc)
+    }
+
+    fn flags(s: &str) -> UpdateFlags {
+        UpdateFlags {
+            means: s.contains('m'),
+            variances: s.contains('v'),
+            weights: s.contains('w'),
+            transitions: false,
+        }
+    }
+
+    /// r → 0 gives the maximum-likelihood estimates of the data; a huge r
+    /// leaves the UBM as it was; in between, the mean is αE[x] + (1−α)μ.
+    #[test]
+    fn relevance_factor_interpolates_between_data_and_ubm() {
+        let (m, acc) = ubm_and_stats();
+        let d = m.dim;
+        let a = &acc.states[0];
+        let ubm = DiagNatural::from_state(&m.states[0]);
+        let mut ml = m.states[0].clone();
+        relevance_map(&mut ml, d, a, acc.total_frames, 1e-9, flags("mvw")).unwrap();
+        let ml = DiagNatural::from_state(&ml);
+        let mut same = m.states[0].clone();
+        relevance_map(&mut same, d, a, acc.total_frames, 1e12, flags("mvw")).unwrap();
+        let same = DiagNatural::from_state(&same);
+        let mut mid = m.states[0].clone();
+        relevance_map(&mut mid, d, a, acc.total_frames, 16.0, flags("m")).unwrap();
+        let mid = DiagNatural::from_state(&mid);
+        for i in 0..m.states[0].num_components() {
+            let n = a.occupancy[i];
+            assert!((same.weights[i] - ubm.weights[i]).abs() < 1e-6);
+            assert_eq!(mid.weights[i], ubm.weights[i], "weights not in flags");
+            if n < 1.0 {
+                continue;
+            }
+            let alpha = n / (n + 16.0);
+            for k in i * d..(i + 1) * d {
+                let ex = a.mean_acc[k] / n;
+                let var = a.var_acc[k] / n - ex * ex;
+                // Float storage of μ/σ² and 1/σ²: ~1e-6 relative.
+                let tol = |x: f64| 1e-4 * x.abs().max(1.0);
+                assert!(
+                    (ml.means[k] - ex).abs() <= tol(ex),
+                    "{} vs {ex}",
+                    ml.means[k]
+                );
+                assert!(
+                    (ml.vars[k] - var).abs() <= tol(var),
+                    "{} vs {var}",
+                    ml.vars[k]
+                );
+                assert!((same.means[k] - ubm.means[k]).abs() <= tol(ubm.means[k]));
+                assert!((same.vars[k] - ubm.vars[k]).abs() <= tol(ubm.vars[k]));
+                let want = alpha * ex + (1.0 - alpha) * ubm.means[k];
+                assert!((mid.means[k] - want).abs() <= tol(want));
+                assert!((mid.vars[k] - ubm.vars[k]).abs() <= tol(ubm.vars[k]));
+            }
+        }
+        // Weights with r = 16: αn/T + (1 − α)w, renormalised.
+        let mut w16 = m.states[0].clone();
+        relevance_map(&mut w16, d, a, acc.total_frames, 16.0, flags("w")).unwrap();
+        let raw: Vec<f64> = (0..a.occupancy.len())
+            .map(|i| {
+                let n = a.occupancy[i];
+                let al = n / (n + 16.0);
+                al * n / acc.total_frames + (1.0 - al) * ubm.weights[i]
+            })
+            .collect();
+        let g: f64 = raw.iter().sum();
+        for (w, r) in w16.weights.iter().zip(&raw) {
+            assert!((*w as f64 - r / g).abs() < 1e-6, "{w} vs {}", r / g);
+        }
+        assert_eq!(w16.means_invvars, m.states[0].means_invvars);
+        let s: f64 = ml.weights.iter().sum();
+        assert!((s - 1.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn negative_relevance_and_missing_statistics_are_errors() {
+        let (m, acc) = ubm_and_stats();
+        let mut g = m.states[0].clone();
+        let a = &acc.states[0];
+        assert!(relevance_map(&mut g, m.dim, a, 1.0, -1.0, flags("m")).is_err());
+        let no_vars = GmmAccumulator {
+            var_acc: Vec::new(),
+            ..a.clone()
+        };
+        assert!(relevance_map(&mut g, m.dim, &no_vars, 1.0, 16.0, flags("mv")).is_err());
+    }
+}
