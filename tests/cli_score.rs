@@ -270,15 +270,24 @@ fn gselect_equals_kaldis_exactly() {
         ),
         "{err}"
     );
+    let likes = tmp(&dir, "likes.txt");
     let (code, err) = run(&[
         "gselect",
         "--n=5",
         "--use-gpu=no",
+        &format!("--write-likes=ark,t:{likes}"),
         UBM,
         FEATS,
         &format!("ark:{ark}"),
     ]);
     assert_eq!(code, 0, "{err}");
+    // --write-likes: each utterance's total; together Kaldi's average over 659 frames.
+    let tot: f64 = std::fs::read_to_string(&likes)
+        .unwrap()
+        .lines()
+        .map(|l| l.split_whitespace().nth(1).unwrap().parse::<f64>().unwrap())
+        .sum();
+    assert!((tot / 659.0 - -91.0276).abs() < 1e-3, "{tot}");
     assert!(
         std::fs::read(&ark).unwrap()
             == std::fs::read(format!("{F}/ubm.1.gselect.first3.ark")).unwrap()

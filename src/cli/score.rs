@@ -103,7 +103,13 @@ fn compute_likes(args: &ScoreArgs, model: &AcousticModel) -> Result<i32, String>
             state_loglikes(loaded.as_mut(), feats.data(), model.dim)
                 .map_err(|e| format!("utterance {key}: {e}"))?
         };
-        let out = Matrix::from_vec(feats.rows(), model.num_states(), ll)
+        // An empty utterance gives an empty (0 × 0) matrix, as Kaldi's Matrix does.
+        let cols = if feats.rows() == 0 {
+            0
+        } else {
+            model.num_states()
+        };
+        let out = Matrix::from_vec(feats.rows(), cols, ll)
             .ok_or("internal error: log-likelihood matrix of the wrong size")?;
         writer.write(&key, &out).map_err(|e| e.to_string())?;
         num_done += 1;
