@@ -11,6 +11,7 @@ use amtool_formats::kaldi::table::{RandomAccessTableReader, SequentialTableReade
 
 use super::engine_args::EngineArgs;
 use super::KaldiStandard;
+use crate::model::CovKind;
 use crate::score::gselect::select_top;
 use crate::score::likes::{component_loglikes, preselect_loglikes};
 use crate::score::model_file::ModelFile;
@@ -151,13 +152,29 @@ fn gselect(args: &GselectArgs) -> Result<i32, String> {
             let ll = component_loglikes(loaded.as_mut(), &model, 0, feats.data(), model.dim)
                 .map_err(|e| format!("utterance {key}: {e}"))?;
             let mut tot = 0f64;
-            for row in ll.chunks(num_gauss) {
-                let (s, like) = select_top(row, None, n);
+            for (t, row) in ll.chunks(num_gauss).enumerate() {
+                let (s, like) = if model.kind == CovKind::Full {
+                    // Kaldi's float full-covariance log-likelihoods are up to
+                    // ~0.05 from the engine's: re-evaluate the engine's best
+                    // (and any within FULL_MARGIN of the n-th) in Kaldi's
+                    // arithmetic and select among those, so near-ties fall
+                    // as Kaldi's do.
+                    let cand = candidates(row, n, FULL_MARGIN);
+                    let exact = preselect_loglikes(&model, 0, feats.row(t), &cand)
+                        .map_err(|e| format!("utterance {key}: {e}"))?;
+                    select_top(&exact, Some(&cand), n)
+                } else {
+                    select_top(row, None, n)
+                };
                 sel.push(s);
                 tot += like as f64;
             }
-            // Kaldi's DiagGmm::GaussianSelection returns the total as float.
-            tot as f32 as f64
+            if model.kind == CovKind::Full {
+                tot
+            } else {
+                // Kaldi's DiagGmm::GaussianSelection returns the total as float.
+                tot as f32 as f64
+            }
         };
         writer
             .write(&key, &Int32VectorVector(sel))
@@ -185,4 +202,22 @@ fn gselect(args: &GselectArgs) -> Result<i32, String> {
         fmt_g(tot_like / tot_t as f64)
     );
     Ok(if num_done != 0 { 0 } else { 1 })
+}
+
+/// Log-likelihood margin (nats) within which full-covariance candidates are
+/// re-evaluated: several times the largest engine-vs-Kaldi difference seen.
+const FULL_MARGIN: f32 = 0.5;
+
+/// The Gaussians whose log-likelihood is within `margin` of the `n`-th best
+/// (at least the `n` best), in index order.
+fn candidates(row: &[f32], n: usize, margin: f32) -> Vec<i32> {
+    let mut sorted = row.to_vec();
+    let k = row.len() - n;
+    sorted.select_nth_unstable_by(k, |a, b| a.total_cmp(b));
+    let thresh = sorted[k] - margin;
+    row.iter()
+        .enumerate()
+        .filter(|(_, &l)| l >= thresh)
+        .map(|(g, _)| g as i32)
+        .collect()
 }
