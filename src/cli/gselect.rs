@@ -73,8 +73,16 @@ fn gselect(args: &GselectArgs) -> Result<i32, String> {
         );
         n = num_gauss;
     }
-    let engine = args.engine.engine()?;
-    let mut loaded = engine.load(&model).map_err(|e| e.to_string())?;
+    // With --gselect the preselected Gaussians are evaluated on the host: no engine.
+    let engine = if args.gselect.is_empty() {
+        Some(args.engine.engine()?)
+    } else {
+        None
+    };
+    let mut loaded = match &engine {
+        Some(e) => Some(e.load(&model).map_err(|e| e.to_string())?),
+        None => None,
+    };
     let mut reader =
         SequentialTableReader::<Matrix<f32>>::open(&args.features).map_err(|e| e.to_string())?;
     let mut writer =
@@ -149,7 +157,10 @@ fn gselect(args: &GselectArgs) -> Result<i32, String> {
                 num_err += 1;
                 continue;
             }
-            let ll = component_loglikes(loaded.as_mut(), &model, 0, feats.data(), model.dim)
+            let Some(l) = loaded.as_mut() else {
+                return Err("internal error: no engine loaded".to_string());
+            };
+            let ll = component_loglikes(l.as_mut(), &model, 0, feats.data(), model.dim)
                 .map_err(|e| format!("utterance {key}: {e}"))?;
             let mut tot = 0f64;
             for (t, row) in ll.chunks(num_gauss).enumerate() {

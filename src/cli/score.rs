@@ -126,8 +126,16 @@ enum LikesWriter {
 
 /// gmm-global-get-frame-likes / fgmm-global-get-frame-likes.
 fn frame_likes(args: &ScoreArgs, model: &AcousticModel) -> Result<i32, String> {
-    let engine = args.engine.engine()?;
-    let mut loaded = engine.load(model).map_err(|e| e.to_string())?;
+    // With --gselect the selected Gaussians are evaluated on the host: no engine.
+    let engine = if args.gselect.is_empty() {
+        Some(args.engine.engine()?)
+    } else {
+        None
+    };
+    let mut loaded = match &engine {
+        Some(e) => Some(e.load(model).map_err(|e| e.to_string())?),
+        None => None,
+    };
     let mut reader =
         SequentialTableReader::<Matrix<f32>>::open(&args.features).map_err(|e| e.to_string())?;
     let mut gselect = if args.gselect.is_empty() {
@@ -148,8 +156,8 @@ fn frame_likes(args: &ScoreArgs, model: &AcousticModel) -> Result<i32, String> {
     while let Some((key, feats)) = reader.next_entry().map_err(|e| e.to_string())? {
         check_feats(&key, &feats, model)?;
         let frames = feats.rows();
-        let likes: Vec<f32> = match gselect.as_mut() {
-            Some(g) => {
+        let likes: Vec<f32> = match (gselect.as_mut(), loaded.as_mut()) {
+            (Some(g), _) => {
                 let Some(sel) = g.get(&key).map_err(|e| e.to_string())? else {
                     kaldi_warn!("No gselect information for utterance {key}");
                     num_err += 1;
@@ -178,9 +186,10 @@ fn frame_likes(args: &ScoreArgs, model: &AcousticModel) -> Result<i32, String> {
                 }
                 likes
             }
-            None if frames == 0 => Vec::new(),
-            None => state_loglikes(loaded.as_mut(), feats.data(), model.dim)
+            (None, _) if frames == 0 => Vec::new(),
+            (None, Some(l)) => state_loglikes(l.as_mut(), feats.data(), model.dim)
                 .map_err(|e| format!("utterance {key}: {e}"))?,
+            (None, None) => return Err("internal error: no engine loaded".to_string()),
         };
         // Kaldi's Vector::Sum(): a double sum returned as float.
         let sum = likes.iter().map(|&x| x as f64).sum::<f64>() as f32;
