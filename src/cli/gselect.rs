@@ -65,6 +65,9 @@ fn gselect(args: &GselectArgs) -> Result<i32, String> {
     }
     let model = file.acoustic_model();
     let num_gauss = model.states[0].num_components();
+    if num_gauss == 0 {
+        return Err(format!("{}: the GMM has no Gaussians", args.model));
+    }
     let mut n = args.n as usize;
     if n > num_gauss {
         kaldi_warn!(
