@@ -611,11 +611,23 @@ fn bad_models_and_options_are_clear_errors() {
     let (code, err) = run(&["global-get-post", "--min-post=1.5", UBM, FEATS, &out]);
     assert_eq!(code, 1);
     assert!(err.contains("--min-post"), "{err}");
-    assert_eq!(
-        std::fs::read_dir(dir.path()).unwrap().count(),
-        1,
-        "only trunc.dubm"
-    );
+    // A GMM with no Gaussians (parses, but nothing can be selected).
+    let empty = tmp(&dir, "empty.dubm");
+    std::fs::write(
+        &empty,
+        "<DiagGMM> \n<GCONSTS>  [ ]\n<WEIGHTS>  [ ]\n<MEANS_INVVARS>  [ ]\n<INV_VARS>  [ ]\n</DiagGMM> \n",
+    )
+    .unwrap();
+    for sub in ["gselect", "global-get-post"] {
+        let (code, err) = run(&[sub, &empty, FEATS, &out]);
+        assert_eq!(code, 1);
+        assert!(
+            err.contains("empty.dubm: the GMM has no Gaussians"),
+            "{err}"
+        );
+    }
+    // Only the two model files: no output was left behind.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
 }
 
 /// ‖a − b‖ / ‖b‖ over two text archives' numbers (other tokens equal).
