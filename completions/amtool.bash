@@ -16,6 +16,9 @@ _amtool() {
             ",$1")
                 cmd="amtool"
                 ;;
+            amtool,acc-stats)
+                cmd="amtool__subcmd__acc__subcmd__stats"
+                ;;
             amtool,bench)
                 cmd="amtool__subcmd__bench"
                 ;;
@@ -24,6 +27,9 @@ _amtool() {
                 ;;
             amtool,copy)
                 cmd="amtool__subcmd__copy"
+                ;;
+            amtool,est)
+                cmd="amtool__subcmd__est"
                 ;;
             amtool,global-get-post)
                 cmd="amtool__subcmd__global__subcmd__get__subcmd__post"
@@ -49,8 +55,14 @@ _amtool() {
             amtool,shims)
                 cmd="amtool__subcmd__shims"
                 ;;
+            amtool,sum-accs)
+                cmd="amtool__subcmd__sum__subcmd__accs"
+                ;;
             amtool,ubm-map)
                 cmd="amtool__subcmd__ubm__subcmd__map"
+                ;;
+            amtool__subcmd__help,acc-stats)
+                cmd="amtool__subcmd__help__subcmd__acc__subcmd__stats"
                 ;;
             amtool__subcmd__help,bench)
                 cmd="amtool__subcmd__help__subcmd__bench"
@@ -60,6 +72,9 @@ _amtool() {
                 ;;
             amtool__subcmd__help,copy)
                 cmd="amtool__subcmd__help__subcmd__copy"
+                ;;
+            amtool__subcmd__help,est)
+                cmd="amtool__subcmd__help__subcmd__est"
                 ;;
             amtool__subcmd__help,global-get-post)
                 cmd="amtool__subcmd__help__subcmd__global__subcmd__get__subcmd__post"
@@ -85,6 +100,9 @@ _amtool() {
             amtool__subcmd__help,shims)
                 cmd="amtool__subcmd__help__subcmd__shims"
                 ;;
+            amtool__subcmd__help,sum-accs)
+                cmd="amtool__subcmd__help__subcmd__sum__subcmd__accs"
+                ;;
             amtool__subcmd__help,ubm-map)
                 cmd="amtool__subcmd__help__subcmd__ubm__subcmd__map"
                 ;;
@@ -95,12 +113,66 @@ _amtool() {
 
     case "${cmd}" in
         amtool)
-            opts="-h -V --help --version bench copy score gselect global-get-post gselect-to-post map-adapt ubm-map shims completions man help"
+            opts="-h -V --help --version bench copy acc-stats sum-accs est score gselect global-get-post gselect-to-post map-adapt ubm-map shims completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        amtool__subcmd__acc__subcmd__stats)
+            opts="-h --verbose --print-args --config --binary --use-gpu --threads --update-flags --gselect --weights --kaldi-tool --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --verbose)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --print-args)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --binary)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --use-gpu)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --threads)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --update-flags)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --gselect)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --weights)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kaldi-tool)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -204,6 +276,104 @@ _amtool() {
                     return 0
                     ;;
                 --compression-method)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kaldi-tool)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        amtool__subcmd__est)
+            opts="-h --verbose --print-args --config --binary --mix-up --mix-down --power --min-count --perturb-factor --update-flags --write-occs --transition-floor --transition-min-count --share-for-pdfs --min-gaussian-weight --min-gaussian-occupancy --min-variance --variance-floor --max-condition --remove-low-count-gaussians --kaldi-tool --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --verbose)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --print-args)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --binary)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --mix-up)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --mix-down)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --power)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --min-count)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --perturb-factor)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --update-flags)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --write-occs)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --transition-floor)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --transition-min-count)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --share-for-pdfs)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --min-gaussian-weight)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --min-gaussian-occupancy)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --min-variance)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --variance-floor)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-condition)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --remove-low-count-gaussians)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -337,8 +507,22 @@ _amtool() {
             return 0
             ;;
         amtool__subcmd__help)
-            opts="bench copy score gselect global-get-post gselect-to-post map-adapt ubm-map shims completions man help"
+            opts="bench copy acc-stats sum-accs est score gselect global-get-post gselect-to-post map-adapt ubm-map shims completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        amtool__subcmd__help__subcmd__acc__subcmd__stats)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -379,6 +563,20 @@ _amtool() {
             return 0
             ;;
         amtool__subcmd__help__subcmd__copy)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        amtool__subcmd__help__subcmd__est)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -491,6 +689,20 @@ _amtool() {
             return 0
             ;;
         amtool__subcmd__help__subcmd__shims)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        amtool__subcmd__help__subcmd__sum__subcmd__accs)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -643,6 +855,40 @@ _amtool() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        amtool__subcmd__sum__subcmd__accs)
+            opts="-h --verbose --print-args --config --binary --kaldi-tool --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --verbose)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --print-args)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --binary)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kaldi-tool)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;

@@ -559,3 +559,169 @@ extern "C" __global__ void sum_f64(const double* __restrict__ v, int n, double* 
     }
     if (tid == 0) *total += part[0];
 }
+
+// ---------------------------------------------------------------------------
+// Tensor-core scoring (sm_80+, compiled when the host defines TCW > 0): the
+// same dot products z·w on the tensor cores, as mma.sync m16n8k8 in TF32 with
+// both operands split into a TF32 "hi" part and a TF32 "lo" remainder and
+// three products per tile (lo·hi + hi·lo + hi·hi, small terms first), which
+// keeps float32 accuracy (the "3xTF32" scheme) at several times the FP32 FMA
+// rate.
+//
+//   TCW   warps per CTA; each warp owns 16 frames, so a CTA scores 16*TCW
+//   KS    k-steps of 8: z is zero-padded from KZ to 8*KS
+//
+// Operands live in shared memory in mma fragment order, so every fragment is
+// one conflict-free 16-byte load per lane:
+//   z tile: zf[warp][kstep][part (hi, lo)][lane][4]   (a0..a3 of the A fragment)
+//   W slot: wf[kstep][ntile (8 columns)][lane][4]      (b0 hi, b1 hi, b0 lo, b1 lo)
+// The host writes W in that order already split (see engine/cuda/model.rs),
+// one slot = 64 columns (states of a padded block, or Gaussians of one state).
+// Virtual Gaussians carry gconst −1e30 rather than −∞ (0·−∞ would be NaN in
+// the split products); exp(−1e30 − m) is 0 all the same.
+//
+// The statistics kernels stay on FP32 FMAs for now: their two passes (the
+// normaliser L in entry_loglike, the numerators in accum_stats) must use the
+// same arithmetic, or a one-Gaussian state gets posteriors of exp(δ) ≠ 1.
+#if TCW
+#define TFC (16 * TCW)
+#define NTC (32 * TCW)
+#define SLOTF (KS * 1024)
+
+__device__ __forceinline__ float tf32r(float x) {
+    unsigned r;
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+    return __uint_as_float(r);
+}
+
+__device__ __forceinline__ void mma_tf32(float (&c)[4], const float4& a, float b0, float b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(__float_as_uint(a.x)), "r"(__float_as_uint(a.y)), "r"(__float_as_uint(a.z)),
+          "r"(__float_as_uint(a.w)), "r"(__float_as_uint(b0)), "r"(__float_as_uint(b1)));
+}
+
+// Online log-sum-exp with one exponential per value: the smaller of (m, v)
+// is folded in relative to the larger.
+__device__ __forceinline__ void lse_push1(float& m, float& s, float v) {
+    const float d = v - m;
+    const float e = __expf(-fabsf(d));
+    const bool up = d > 0.0f;
+    s = up ? fmaf(s, e, 1.0f) : s + e;
+    m = up ? v : m;
+}
+
+// The A fragments (hi and lo) of TFC entries of src, in fragment order.
+// Entries past src.n get z = [0.., 1]; k in [KZ, 8*KS) gets 0.
+__device__ __forceinline__ void load_zfrag(float* zf, const ZSrc& src) {
+    for (int el = threadIdx.x; el < TCW * KS * 128; el += NTC) {
+        const int i = el & 3, lane = (el >> 2) & 31, rest = el >> 7;
+        const int s = rest % KS, w = rest / KS;
+        const int f = 16 * w + (lane >> 2) + ((i & 1) ? 8 : 0);
+        const int k = 8 * s + (lane & 3) + ((i & 2) ? 4 : 0);
+        float z = 0.0f;
+        if (k < KZ) {
+            z = (k == KZ - 1) ? 1.0f : 0.0f;
+            if (f < src.n) {
+                const int e = src.e0 + f;
+                const u64 t = src.frame_of ? (u64)src.frame_of[e] : (u64)e;
+                z = zval(src.feats + t * D, k);
+            }
+        }
+        const float hi = tf32r(z);
+        float* q = zf + (w * KS + s) * 256 + lane * 4 + i;
+        q[0] = hi;
+        q[128] = tf32r(z - hi);
+    }
+}
+
+__device__ __forceinline__ void issue_slot(float* wb, const float* __restrict__ Wf, int g) {
+    const float* src = Wf + (u64)g * SLOTF;
+    float* dst = wb + (g & 1) * SLOTF;
+    for (int i = threadIdx.x * 4; i < SLOTF; i += NTC * 4) cp16(dst + i, src + i);
+    cp_commit();
+}
+
+// For each of `slots` slots of Wf: c[j][*] = this warp's 16 frames × columns
+// 8j.. of the slot (C fragment layout), then fin(slot, c). Every thread of
+// the CTA calls this together.
+template <class Fin>
+__device__ __forceinline__ void tc_walk(const float* __restrict__ Wf, int slots, const float* zf,
+                                        float* wb, Fin fin) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const float* za = zf + warp * KS * 256 + lane * 4;
+    if (slots > 0) issue_slot(wb, Wf, 0);
+    for (int g = 0; g < slots; ++g) {
+        if (g + 1 < slots) {
+            issue_slot(wb, Wf, g + 1);
+            cp_wait<1>();
+        } else {
+            cp_wait<0>();
+        }
+        __syncthreads();
+        const float* wl = wb + (g & 1) * SLOTF + lane * 4;
+        float c[8][4];
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) c[j][i] = 0.0f;
+#pragma unroll 2
+        for (int s = 0; s < KS; ++s) {
+            const float4 ah = *reinterpret_cast<const float4*>(za + s * 256);
+            const float4 al = *reinterpret_cast<const float4*>(za + s * 256 + 128);
+#pragma unroll
+            for (int j = 0; j < 8; ++j) {
+                const float4 b = *reinterpret_cast<const float4*>(wl + (s * 8 + j) * 128);
+                mma_tf32(c[j], al, b.x, b.y);
+                mma_tf32(c[j], ah, b.z, b.w);
+                mma_tf32(c[j], ah, b.x, b.y);
+            }
+        }
+        fin(g, c);
+        __syncthreads();
+    }
+}
+
+// block_score on the tensor cores: a CTA scores TFC frames against one block
+// of 64 states; element (j, i) of a thread's C fragment is frame
+// 16*warp + g (+8 for i >= 2) and lane 8j + 2t (+1 for odd i).
+// Grid: (frame tiles of TFC, blocks). Dynamic shared memory: TCW*KS*256 + 2*SLOTF floats.
+extern "C" __global__ void __launch_bounds__(NTC) block_score_tc(
+    const float* __restrict__ feats, int T, const float* __restrict__ Wf,
+    const int* __restrict__ block_off, const int* __restrict__ block_slots,
+    const int* __restrict__ lane_state, float* __restrict__ out, int S) {
+    extern __shared__ __align__(16) float smem[];
+    float* zf = smem;
+    float* wb = smem + TCW * KS * 256;
+    const int t0 = blockIdx.x * TFC, b = blockIdx.y;
+    const ZSrc src = {feats, nullptr, t0, imin(TFC, T - t0)};
+    load_zfrag(zf, src);
+    __syncthreads();
+    float m[8][4], s[8][4];
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            m[j][i] = NEG_BIG;
+            s[j][i] = 0.0f;
+        }
+    tc_walk(Wf + (u64)block_off[b] * SLOTF, block_slots[b], zf, wb, [&](int, float (&c)[8][4]) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) lse_push1(m[j][i], s[j][i], c[j][i]);
+    });
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int st = lane_state[b * LANES + 8 * j + 2 * t + (i & 1)];
+            const int fr = t0 + 16 * warp + g + ((i & 2) ? 8 : 0);
+            if (st >= 0 && fr < T) out[(u64)fr * S + st] = m[j][i] + logf(s[j][i]);
+        }
+}
+
+#endif

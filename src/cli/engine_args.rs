@@ -1,29 +1,20 @@
 //! `--use-gpu` and `--threads`, the engine options of every subcommand that
-//! computes with a model (Kaldi's `--use-gpu` values: yes, no, optional).
+//! computes with a model (Kaldi's `--use-gpu` values, parsed as the training
+//! subcommands parse them: yes, no, optional, wait).
 
 use clap::Args;
 
+use super::train_io::parse_use_gpu;
 use crate::engine::{self, Engine, UseGpu};
 
 #[derive(Debug, Clone, Args)]
 pub struct EngineArgs {
     /// Compute on a GPU: yes (or fail), no, optional (GPU if usable, else CPU).
-    #[arg(long, value_name = "WHEN", default_value = "optional", value_parser = parse_use_gpu)]
+    #[arg(long, value_name = "yes|no|optional", default_value = "optional", value_parser = parse_use_gpu)]
     pub use_gpu: UseGpu,
     /// CPU threads (0: one per CPU).
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub threads: usize,
-}
-
-fn parse_use_gpu(s: &str) -> Result<UseGpu, String> {
-    match s {
-        "yes" | "true" => Ok(UseGpu::Yes),
-        "no" | "false" => Ok(UseGpu::No),
-        "optional" | "wait" => Ok(UseGpu::Optional),
-        _ => Err(format!(
-            "invalid --use-gpu value {s:?} (expected yes, no or optional)"
-        )),
-    }
 }
 
 impl EngineArgs {

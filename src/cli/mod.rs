@@ -5,17 +5,22 @@
 //! ([`shims`]), rewrites Kaldi-style options ([`kaldi`]), parses with clap and
 //! runs the subcommand. Exit status is Kaldi's: 0 on success, 1 on error.
 
+pub mod acc_stats;
 pub mod bench;
 pub mod copy;
 pub mod docs;
 pub mod engine_args;
+pub mod est;
 pub mod global_get_post;
 pub mod gselect;
 pub mod gselect_to_post;
 pub mod kaldi;
 pub mod map_adapt;
+pub mod progress;
 pub mod score;
 pub mod shims;
+pub mod sum_accs;
+pub mod train_io;
 pub mod ubm_map;
 
 use std::ffi::OsString;
@@ -57,6 +62,13 @@ pub enum Command {
     /// Copy Kaldi tables or objects, converting binary/text (copy-feats, copy-matrix,
     /// copy-vector, copy-int-vector, copy-post, gmm-copy, gmm-global-copy, fgmm-global-copy).
     Copy(copy::CopyArgs),
+    /// Accumulate EM statistics (gmm-acc-stats-ali, gmm-acc-stats, gmm-global-acc-stats,
+    /// fgmm-global-acc-stats).
+    AccStats(acc_stats::AccStatsArgs),
+    /// Sum accumulator files (gmm-sum-accs, gmm-global-sum-accs, fgmm-global-sum-accs).
+    SumAccs(sum_accs::SumAccsArgs),
+    /// Re-estimate a model from accumulated statistics (gmm-est, gmm-global-est, fgmm-global-est).
+    Est(est::EstArgs),
     /// Per-frame log-likelihoods: gmm-compute-likes (Kaldi model), gmm-global-get-frame-likes
     /// and fgmm-global-get-frame-likes (global DiagGmm / FullGmm).
     Score(score::ScoreArgs),
@@ -111,6 +123,9 @@ pub fn run(cli: Cli) -> i32 {
     match cli.command {
         Command::Bench(args) => bench::run(&args),
         Command::Copy(args) => copy::run(args),
+        Command::AccStats(args) => acc_stats::run(args),
+        Command::SumAccs(args) => sum_accs::run(args),
+        Command::Est(args) => est::run(args),
         Command::Score(args) => score::run(args),
         Command::Gselect(args) => gselect::run(args),
         Command::GlobalGetPost(args) => global_get_post::run(args),

@@ -48,6 +48,46 @@ pub const SHIMS: &[Shim] = &[
         argv: &["copy", "--kaldi-tool=fgmm-global-copy"],
     },
     Shim {
+        tool: "gmm-acc-stats-ali",
+        argv: &["acc-stats", "--kaldi-tool=gmm-acc-stats-ali"],
+    },
+    Shim {
+        tool: "gmm-acc-stats",
+        argv: &["acc-stats", "--kaldi-tool=gmm-acc-stats"],
+    },
+    Shim {
+        tool: "gmm-global-acc-stats",
+        argv: &["acc-stats", "--kaldi-tool=gmm-global-acc-stats"],
+    },
+    Shim {
+        tool: "fgmm-global-acc-stats",
+        argv: &["acc-stats", "--kaldi-tool=fgmm-global-acc-stats"],
+    },
+    Shim {
+        tool: "gmm-sum-accs",
+        argv: &["sum-accs", "--kaldi-tool=gmm-sum-accs"],
+    },
+    Shim {
+        tool: "gmm-global-sum-accs",
+        argv: &["sum-accs", "--kaldi-tool=gmm-global-sum-accs"],
+    },
+    Shim {
+        tool: "fgmm-global-sum-accs",
+        argv: &["sum-accs", "--kaldi-tool=fgmm-global-sum-accs"],
+    },
+    Shim {
+        tool: "gmm-est",
+        argv: &["est", "--kaldi-tool=gmm-est"],
+    },
+    Shim {
+        tool: "gmm-global-est",
+        argv: &["est", "--kaldi-tool=gmm-global-est"],
+    },
+    Shim {
+        tool: "fgmm-global-est",
+        argv: &["est", "--kaldi-tool=fgmm-global-est"],
+    },
+    Shim {
         tool: "gmm-compute-likes",
         argv: &["score"],
     },

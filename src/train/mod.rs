@@ -5,6 +5,8 @@
 //! ([`acc_stats`]), summing ([`sum_accs`]) and re-estimation ([`est`]).
 //! The arithmetic itself lives in [`crate::stats`]; nothing here prints.
 
+pub mod acc_stats;
 pub mod convert;
 pub mod est;
 pub mod io;
+pub mod sum_accs;

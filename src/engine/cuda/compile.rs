@@ -32,6 +32,9 @@ pub struct KernelShape {
     pub kw: usize,
     /// Whether `accum_stats` keeps its W block in shared memory.
     pub wres: bool,
+    /// Warps per CTA of the tensor-core scoring kernel (`block_score_tc`;
+    /// 16 frames each), 0 where it is not used.
+    pub tcw: usize,
 }
 
 impl std::hash::Hash for KernelShape {
@@ -42,10 +45,14 @@ impl std::hash::Hash for KernelShape {
             self.tf,
             self.gb,
             self.kch,
+            self.tcw,
         )
             .hash(h);
     }
 }
+
+/// Dynamic shared memory of the tensor-core kernel (H100: 227 KB a block).
+const TC_SMEM_BUDGET: usize = 220 * 1024;
 
 /// Shared memory a kernel may take (H100/A100 allow 227/163 KB per block;
 /// staying under 200 KB leaves room for the static arrays).
@@ -93,9 +100,49 @@ impl KernelShape {
             kch,
             kw,
             wres: false,
+            tcw: 0,
         };
         shape.wres = shape.smem_stats() + kzv * gb * 4 <= SMEM_BUDGET;
         shape
+    }
+
+    /// This shape with the tensor-core scoring kernel switched on where the device
+    /// has them (compute capability 8.0 or later: `mma.sync` in TF32) and
+    /// their operands fit in shared memory: 8 warps (128 frames) a CTA when
+    /// that fits, else 4 or 2. `AMTOOL_CUDA_TC=0` keeps the FP32 kernels.
+    pub fn for_device(mut self, cc: (i32, i32)) -> Self {
+        let off = std::env::var("AMTOOL_CUDA_TC").is_ok_and(|v| v == "0");
+        self.tcw = 0;
+        if off || cc.0 < 8 {
+            return self;
+        }
+        for w in [8, 4, 2] {
+            let s = KernelShape { tcw: w, ..self };
+            if s.smem_tc() <= TC_SMEM_BUDGET {
+                return s;
+            }
+        }
+        self
+    }
+
+    /// k-steps of 8 of the tensor-core kernels (z zero-padded to a multiple of 8).
+    pub fn ks(&self) -> usize {
+        self.kz().div_ceil(8)
+    }
+
+    /// Frames a scoring CTA takes (the tile of whichever block-scoring kernel runs).
+    pub fn score_tile(&self) -> usize {
+        if self.tcw > 0 {
+            16 * self.tcw
+        } else {
+            self.tf
+        }
+    }
+
+    /// Dynamic shared memory of the tensor-core kernel: the z fragments of
+    /// 16·tcw frames (hi and lo) and two W slots.
+    pub fn smem_tc(&self) -> usize {
+        (self.tcw * self.ks() * 256 + 2 * self.ks() * 1024) * 4
     }
 
     /// Chunks of z per dot product.
@@ -127,7 +174,7 @@ impl KernelShape {
     /// of the source.
     pub fn prelude(&self) -> String {
         let mut s = format!(
-            "#define D {}\n#define KZ {}\n#define FULL {}\n#define TF {}\n#define NT {}\n#define GB {}\n#define KCH {}\n#define KW {}\n#define WRES {}\n",
+            "#define D {}\n#define KZ {}\n#define FULL {}\n#define TF {}\n#define NT {}\n#define GB {}\n#define KCH {}\n#define KW {}\n#define WRES {}\n#define TCW {}\n#define KS {}\n",
             self.dim,
             self.kz(),
             u8::from(self.kind == CovKind::Full),
@@ -136,7 +183,9 @@ impl KernelShape {
             self.gb,
             self.kch,
             self.kw,
-            u8::from(self.wres)
+            u8::from(self.wres),
+            self.tcw,
+            self.ks()
         );
         if self.kind == CovKind::Full {
             s.push_str("__device__ const unsigned short PAIRS[] = {");
@@ -300,5 +349,35 @@ mod tests {
         );
         let d = KernelShape::for_model(40, CovKind::Diagonal);
         assert!(d.wres && d.kw == 81, "{d:?}");
+    }
+
+    #[test]
+    fn tensor_core_kernels_only_where_they_fit() {
+        // The benchmark's diagonal shapes get 8 warps (128-frame tiles).
+        for d in [36, 40] {
+            let s = KernelShape::for_model(d, CovKind::Diagonal).for_device((9, 0));
+            assert_eq!((s.tcw, s.score_tile()), (8, 128), "{s:?}");
+            assert!(s.smem_tc() <= TC_SMEM_BUDGET);
+        }
+        // No mma.sync before sm_80; long z (full covariance, D=36) stays on FP32.
+        assert_eq!(
+            KernelShape::for_model(40, CovKind::Diagonal)
+                .for_device((7, 5))
+                .tcw,
+            0
+        );
+        assert_eq!(
+            KernelShape::for_model(36, CovKind::Full)
+                .for_device((9, 0))
+                .tcw,
+            0
+        );
+        for d in 1..=80 {
+            for kind in [CovKind::Diagonal, CovKind::Full] {
+                let s = KernelShape::for_model(d, kind).for_device((9, 0));
+                assert!(s.tcw == 0 || s.smem_tc() <= TC_SMEM_BUDGET, "{s:?}");
+                assert!(s.prelude().contains(&format!("#define TCW {}\n", s.tcw)));
+            }
+        }
     }
 }

@@ -37,6 +37,8 @@ pub(crate) struct Kernels {
     pub accum_stats: CudaFunction,
     pub reduce_partials: CudaFunction,
     pub sum_f64: CudaFunction,
+    /// The tensor-core scoring kernel, where the shape has it (`shape.tcw > 0`).
+    pub block_score_tc: Option<CudaFunction>,
     _module: Arc<CudaModule>,
 }
 
@@ -138,6 +140,7 @@ impl CudaEngine {
             accum_stats: f("accum_stats")?,
             reduce_partials: f("reduce_partials")?,
             sum_f64: f("sum_f64")?,
+            block_score_tc: (shape.tcw > 0).then(|| f("block_score_tc")).transpose()?,
             _module: module.clone(),
         });
         use cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES as MAX_DYN;
@@ -148,6 +151,10 @@ impl CudaEngine {
             (&k.accum_stats, shape.smem_stats()),
         ] {
             func.set_attribute(MAX_DYN, bytes as i32)
+                .map_err(driver_err("shared memory size"))?;
+        }
+        if let Some(func) = &k.block_score_tc {
+            func.set_attribute(MAX_DYN, shape.smem_tc() as i32)
                 .map_err(driver_err("shared memory size"))?;
         }
         map.insert(shape, k.clone());

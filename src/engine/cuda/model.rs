@@ -110,6 +110,56 @@ fn weights_row(model: &AcousticModel, state: usize, g: usize, out: &mut [f32]) {
     out[last] = s.gconsts[g];
 }
 
+/// `x` rounded to TF32 (10 mantissa bits) as `cvt.rna.tf32.f32` does: to
+/// nearest, ties away from zero (adding half an ulp to the magnitude bits).
+fn tf32_round(x: f32) -> f32 {
+    if !x.is_finite() {
+        return x;
+    }
+    f32::from_bits(x.to_bits().wrapping_add(0x1000) & 0xffff_e000)
+}
+
+/// Slots of 64 columns, each `[k][64]` (k < kz), rearranged into the operand
+/// order of the tensor-core kernels (see `kernels/gmm.cu`): per slot, per
+/// k-step of 8 and per 8 columns, 32 lanes × (b0 hi, b1 hi, b0 lo, b1 lo),
+/// where lane = 4g + t holds rows 8s+t and 8s+t+4 of column 8j+g, each split
+/// into a TF32 part and its TF32 remainder. Rows past kz are zero; −∞ (a
+/// virtual Gaussian's gconst) becomes −1e30, since 0·−∞ would be NaN.
+fn to_fragments(plain: &[f32], kz: usize, ks: usize) -> Vec<f32> {
+    let lanes = BLOCK_STATES;
+    let slots = plain.len() / (kz * lanes);
+    let mut out = vec![0f32; slots * ks * 1024];
+    let at = |slot: usize, k: usize, n: usize| -> f32 {
+        if k >= kz {
+            return 0.0;
+        }
+        let v = plain[(slot * kz + k) * lanes + n];
+        if v == f32::NEG_INFINITY {
+            -1e30
+        } else {
+            v
+        }
+    };
+    for slot in 0..slots {
+        for st in 0..ks {
+            for j in 0..8 {
+                for lane in 0..32 {
+                    let (g, t) = (lane >> 2, lane & 3);
+                    let n = 8 * j + g;
+                    let o = slot * ks * 1024 + ((st * 8 + j) * 32 + lane) * 4;
+                    for (q, k) in [8 * st + t, 8 * st + t + 4].into_iter().enumerate() {
+                        let v = at(slot, k, n);
+                        let hi = tf32_round(v);
+                        out[o + q] = hi;
+                        out[o + 2 + q] = tf32_round(v - hi);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
 fn check_dim(what: &str, got: usize, want: usize) -> Result<()> {
     if got != want {
         return Err(Error::Mismatch(format!(
@@ -140,7 +190,8 @@ impl<'e> CudaModel<'e> {
                 )));
             }
         }
-        let shape = KernelShape::for_model(model.dim, model.kind);
+        let shape =
+            KernelShape::for_model(model.dim, model.kind).for_device(eng.compute_capability());
         let k = eng.kernels(shape)?;
         let state_ng: Vec<usize> = model.states.iter().map(|s| s.num_components()).collect();
         let mut state_first = Vec::with_capacity(state_ng.len());
@@ -242,6 +293,12 @@ impl<'e> CudaModel<'e> {
             }
         }
         let e = driver_err("uploading the model");
+        // The tensor-core kernel reads the same weights in its operand order.
+        let w = if self.k.shape.tcw > 0 {
+            to_fragments(&w, kz, self.k.shape.ks())
+        } else {
+            w
+        };
         self.blk = Some(BlockDev {
             w: s.clone_htod(&w).map_err(&e)?,
             off: s.clone_htod(&off).map_err(&e)?,
@@ -354,13 +411,26 @@ impl<'e> CudaModel<'e> {
             .as_ref()
             .ok_or_else(|| Error::Engine("block layout missing".into()))?;
         let sh = self.k.shape;
-        let cfg = LaunchConfig {
-            grid_dim: (n.div_ceil(sh.tf) as u32, blk.blocks as u32, 1),
-            block_dim: (sh.threads() as u32, 1, 1),
-            shared_mem_bytes: sh.smem_score() as u32,
+        let (func, cfg) = match &self.k.block_score_tc {
+            Some(f) => (
+                f,
+                LaunchConfig {
+                    grid_dim: (n.div_ceil(sh.score_tile()) as u32, blk.blocks as u32, 1),
+                    block_dim: (32 * sh.tcw as u32, 1, 1),
+                    shared_mem_bytes: sh.smem_tc() as u32,
+                },
+            ),
+            None => (
+                &self.k.block_score,
+                LaunchConfig {
+                    grid_dim: (n.div_ceil(sh.tf) as u32, blk.blocks as u32, 1),
+                    block_dim: (sh.threads() as u32, 1, 1),
+                    shared_mem_bytes: sh.smem_score() as u32,
+                },
+            ),
         };
         let (t, s) = (n as i32, self.state_ng.len() as i32);
-        let mut lb = self.eng.stream.launch_builder(&self.k.block_score);
+        let mut lb = self.eng.stream.launch_builder(func);
         lb.arg(feats)
             .arg(&t)
             .arg(&blk.w)
@@ -449,6 +519,11 @@ impl<'e> CudaModel<'e> {
         let ev = (new_timing_event(self.eng)?, new_timing_event(self.eng)?);
         ev.0.record(s).map_err(&e)?;
 
+        let cfg = LaunchConfig {
+            grid_dim: (p.ll_items.len() as u32, 1, 1),
+            block_dim: threads,
+            shared_mem_bytes: sh.smem_score() as u32,
+        };
         let mut lb = s.launch_builder(&self.k.entry_loglike);
         lb.arg(feats);
         match &frame_of {
@@ -465,11 +540,6 @@ impl<'e> CudaModel<'e> {
             .arg(&st.ng)
             .arg(&mut entry_ll)
             .arg(&mut item_wll);
-        let cfg = LaunchConfig {
-            grid_dim: (p.ll_items.len() as u32, 1, 1),
-            block_dim: threads,
-            shared_mem_bytes: sh.smem_score() as u32,
-        };
         // SAFETY: argument types and counts match the kernel.
         unsafe { lb.launch(cfg) }.map_err(driver_err("entry_loglike"))?;
 
@@ -865,5 +935,71 @@ impl LoadedModel for CudaModel<'_> {
             self.timers.extend(ev);
         }
         self.finish_stats(acc64, &total, weight, acc)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tf32_round_keeps_ten_mantissa_bits_ties_away() {
+        assert_eq!(tf32_round(1.0), 1.0);
+        let ulp = 2f32.powi(-10);
+        // 1 + ulp/2 is a tie: away from zero, in both signs.
+        assert_eq!(tf32_round(1.0 + ulp / 2.0), 1.0 + ulp);
+        assert_eq!(tf32_round(-(1.0 + ulp / 2.0)), -(1.0 + ulp));
+        assert_eq!(tf32_round(1.0 + ulp / 4.0), 1.0);
+        assert_eq!(tf32_round(f32::NEG_INFINITY), f32::NEG_INFINITY);
+        let x = 123.456_79f32;
+        let hi = tf32_round(x);
+        assert_eq!(hi.to_bits() & 0x1fff, 0);
+        let lo = tf32_round(x - hi);
+        assert!(
+            ((hi + lo) - x).abs() <= x.abs() * 2f32.powi(-20),
+            "{hi} {lo}"
+        );
+    }
+
+    #[test]
+    fn fragments_put_each_weight_where_the_mma_reads_it() {
+        let (kz, ks) = (11, 2);
+        let slots = 2;
+        let plain: Vec<f32> = (0..slots * kz * BLOCK_STATES)
+            .map(|i| {
+                if i == 5 {
+                    f32::NEG_INFINITY
+                } else {
+                    1.0 + i as f32 / 7.0
+                }
+            })
+            .collect();
+        let f = to_fragments(&plain, kz, ks);
+        assert_eq!(f.len(), slots * ks * 1024);
+        for slot in 0..slots {
+            for k in 0..8 * ks {
+                for n in 0..BLOCK_STATES {
+                    let (st, kk) = (k / 8, k % 8);
+                    let (t, q) = (kk % 4, kk / 4);
+                    let (j, g) = (n / 8, n % 8);
+                    let o = slot * ks * 1024 + ((st * 8 + j) * 32 + 4 * g + t) * 4;
+                    let got = f[o + q] + f[o + 2 + q];
+                    let want = if k >= kz {
+                        0.0
+                    } else {
+                        let v = plain[(slot * kz + k) * BLOCK_STATES + n];
+                        if v.is_finite() {
+                            v
+                        } else {
+                            -1e30
+                        }
+                    };
+                    assert!(
+                        (got - want).abs() <= want.abs() * 1e-6,
+                        "{slot} {k} {n}: {got} vs {want}"
+                    );
+                }
+            }
+        }
     }
 }

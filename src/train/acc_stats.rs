@@ -1,0 +1,618 @@
+//! EM statistics over feature tables, one utterance at a time, as Kaldi's
+//! `gmm-acc-stats-ali` / `gmm-acc-stats` ([`AmAccStats`]: transition counts
+//! and per-pdf GMM statistics of a `TransitionModel` + `AmDiagGmm`) and
+//! `gmm-global-acc-stats` / `fgmm-global-acc-stats` ([`GlobalAccStats`]: one
+//! diagonal or full GMM, optional per-frame weights and Gaussian selection).
+//!
+//! Utterances are queued and sent to the engine [`BATCH_FRAMES`] frames at a
+//! time (one call per batch keeps a GPU busy; statistics are additive, so
+//! only the f64 summation order depends on the batching). The engine does
+//! the arithmetic (log-likelihoods and posteriors in f32, statistics in f64,
+//! as Kaldi); with `--gselect` the preselected
+//! components' log-likelihoods come from the engine and the statistics of
+//! those few components are added on the host. Problems with one utterance
+//! (no alignment, wrong length) come back as [`UttOutcome::Skipped`] with
+//! Kaldi's warning text, so the caller warns, counts and goes on; problems
+//! that make every result wrong (feature dimension, transition ids outside
+//! the model) are errors. Nothing here prints.
+
+use amtool_formats::kaldi::accs::{AccumDiagGmm, AccumFullGmm, AmAccs};
+use amtool_formats::kaldi::model::KaldiModel;
+
+use crate::engine::{Engine, FrameBatch, FrameTargets, LoadedModel};
+use crate::model::{AcousticModel, CovKind};
+use crate::stats::{ModelAccumulators, UpdateFlags};
+use crate::train::convert::{
+    am_from_model_accs, augment, diag_from_gmm_acc, full_from_gmm_acc, model_from_am,
+};
+use crate::{Error, Result};
+
+/// Frames queued before one engine call (about 5 MB of 39-dim features).
+pub const BATCH_FRAMES: usize = 32768;
+
+/// What happened to one utterance.
+#[derive(Debug, Clone, PartialEq)]
+pub enum UttOutcome {
+    /// Queued for accumulation: Σ weight over its frames. Its log-likelihood
+    /// is counted in the next [`AmAccStats::take_like`] /
+    /// [`GlobalAccStats::take_like`].
+    Done { weight: f64 },
+    /// Not accumulated; Kaldi's warning text.
+    Skipped(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Mode {
+    Global,
+    Aligned,
+    Weighted,
+}
+
+/// Utterances queued for one engine call: their frames back to back and
+/// their targets in one of the engine's forms.
+#[derive(Default)]
+struct Batch {
+    mode: Option<Mode>,
+    feats: Vec<f32>,
+    frames: usize,
+    states: Vec<u32>,
+    offsets: Vec<usize>,
+    pairs: Vec<(u32, f32)>,
+}
+
+impl Batch {
+    /// Make room for an utterance of `mode`: sends what is queued first when
+    /// the mode changes or the batch is full. Returns the like of a send.
+    fn prepare(
+        &mut self,
+        mode: Mode,
+        rows: usize,
+        dim: usize,
+        loaded: &mut dyn LoadedModel,
+        accs: &mut ModelAccumulators,
+    ) -> Result<f64> {
+        let mut like = 0.0;
+        if self.mode.is_some_and(|m| m != mode) || self.frames + rows > BATCH_FRAMES {
+            like = self.flush(dim, loaded, accs)?;
+        }
+        if self.mode.is_none() {
+            self.mode = Some(mode);
+            if mode == Mode::Weighted {
+                self.offsets.push(0);
+            }
+        }
+        Ok(like)
+    }
+
+    fn push_feats(&mut self, feats: &[f32], rows: usize) {
+        self.feats.extend_from_slice(feats);
+        self.frames += rows;
+    }
+
+    /// One engine call for everything queued; returns Σ weight × log-likelihood.
+    fn flush(
+        &mut self,
+        dim: usize,
+        loaded: &mut dyn LoadedModel,
+        accs: &mut ModelAccumulators,
+    ) -> Result<f64> {
+        let Some(mode) = self.mode else {
+            return Ok(0.0);
+        };
+        let like = if self.frames == 0 {
+            0.0
+        } else {
+            let batch = FrameBatch::new(&self.feats, dim);
+            let targets = match mode {
+                Mode::Global => FrameTargets::Global,
+                Mode::Aligned => FrameTargets::Aligned(&self.states),
+                Mode::Weighted => FrameTargets::Weighted {
+                    offsets: &self.offsets,
+                    pairs: &self.pairs,
+                },
+            };
+            loaded.accumulate(batch, targets, accs)?
+        };
+        self.mode = None;
+        self.feats.clear();
+        self.frames = 0;
+        self.states.clear();
+        self.offsets.clear();
+        self.pairs.clear();
+        Ok(like)
+    }
+}
+
+fn check_dim(key: &str, cols: usize, dim: usize) -> Result<()> {
+    if cols != dim {
+        return Err(Error::Mismatch(format!(
+            "utterance {key}: features have dimension {cols} but the model has {dim}"
+        )));
+    }
+    Ok(())
+}
+
+/// `gmm-acc-stats-ali` / `gmm-acc-stats`: statistics for a Kaldi model.
+pub struct AmAccStats<'e> {
+    loaded: Box<dyn LoadedModel + 'e>,
+    dim: usize,
+    id2pdf: Vec<i32>,
+    accs: ModelAccumulators,
+    transition_accs: Vec<f64>,
+    batch: Batch,
+    /// Σ weight × log-likelihood of the batches sent since the last `take_like`.
+    like: f64,
+}
+
+impl<'e> AmAccStats<'e> {
+    /// Accumulators for `model` (Kaldi's `gmm-acc-stats-ali` uses all of
+    /// `mvwt`; `gmm-acc-stats` takes `--update-flags`).
+    pub fn new(engine: &'e dyn Engine, model: &KaldiModel, flags: UpdateFlags) -> Result<Self> {
+        let am: AcousticModel = model_from_am(&model.am);
+        let loaded = engine.load(&am)?;
+        let accs = ModelAccumulators::zeros(&am, augment(flags));
+        Ok(AmAccStats {
+            loaded,
+            dim: am.dim,
+            id2pdf: model.trans.id2pdf().to_vec(),
+            accs,
+            transition_accs: vec![0.0; model.trans.num_transition_ids() + 1],
+            batch: Batch::default(),
+            like: 0.0,
+        })
+    }
+
+    fn pdf_of(&self, key: &str, frame: usize, tid: i32) -> Result<u32> {
+        if tid < 1 || tid as usize >= self.id2pdf.len() {
+            return Err(Error::Mismatch(format!(
+                "utterance {key}, frame {frame}: transition-id {tid} is not in the model (it has {} transition-ids; alignment from another model?)",
+                self.id2pdf.len().saturating_sub(1)
+            )));
+        }
+        Ok(self.id2pdf[tid as usize] as u32)
+    }
+
+    /// One utterance with an alignment (transition-ids, one per frame).
+    pub fn add_alignment(
+        &mut self,
+        key: &str,
+        feats: &[f32],
+        rows: usize,
+        cols: usize,
+        ali: &[i32],
+    ) -> Result<UttOutcome> {
+        if ali.len() != rows {
+            return Ok(UttOutcome::Skipped(format!(
+                "Alignments has wrong size {} vs. {rows}",
+                ali.len()
+            )));
+        }
+        check_dim(key, cols, self.dim)?;
+        let pdfs = ali
+            .iter()
+            .enumerate()
+            .map(|(t, &tid)| self.pdf_of(key, t, tid))
+            .collect::<Result<Vec<u32>>>()?;
+        for &tid in ali {
+            self.transition_accs[tid as usize] += 1.0;
+        }
+        self.like += self.batch.prepare(
+            Mode::Aligned,
+            rows,
+            self.dim,
+            self.loaded.as_mut(),
+            &mut self.accs,
+        )?;
+        self.batch.states.extend_from_slice(&pdfs);
+        self.batch.push_feats(feats, rows);
+        Ok(UttOutcome::Done {
+            weight: rows as f64,
+        })
+    }
+
+    /// One utterance with posteriors over transition-ids.
+    pub fn add_posterior(
+        &mut self,
+        key: &str,
+        feats: &[f32],
+        rows: usize,
+        cols: usize,
+        post: &[Vec<(i32, f32)>],
+    ) -> Result<UttOutcome> {
+        if post.len() != rows {
+            return Ok(UttOutcome::Skipped(format!(
+                "Posterior vector has wrong size {} vs. {rows}",
+                post.len()
+            )));
+        }
+        check_dim(key, cols, self.dim)?;
+        let mut pairs = Vec::with_capacity(rows);
+        for (t, frame) in post.iter().enumerate() {
+            for &(tid, w) in frame {
+                pairs.push((self.pdf_of(key, t, tid)?, w));
+            }
+        }
+        let mut weight = 0f64;
+        for frame in post {
+            for &(tid, w) in frame {
+                self.transition_accs[tid as usize] += w as f64;
+                weight += w as f64;
+            }
+        }
+        self.like += self.batch.prepare(
+            Mode::Weighted,
+            rows,
+            self.dim,
+            self.loaded.as_mut(),
+            &mut self.accs,
+        )?;
+        let b = &mut self.batch;
+        let mut k = 0;
+        for frame in post {
+            b.pairs.extend_from_slice(&pairs[k..k + frame.len()]);
+            k += frame.len();
+            b.offsets.push(b.pairs.len());
+        }
+        b.push_feats(feats, rows);
+        Ok(UttOutcome::Done { weight })
+    }
+
+    /// Sends what is queued; returns Σ weight × log-likelihood of every
+    /// utterance queued since the last call (Kaldi's total like).
+    pub fn take_like(&mut self) -> Result<f64> {
+        let l = self
+            .batch
+            .flush(self.dim, self.loaded.as_mut(), &mut self.accs)?;
+        Ok(std::mem::take(&mut self.like) + l)
+    }
+
+    /// The accumulators in Kaldi's file structure (transition accs +
+    /// AccumAmDiagGmm); sends what is queued first.
+    pub fn into_accs(mut self) -> Result<AmAccs> {
+        self.take_like()?;
+        Ok(AmAccs {
+            transition_accs: self.transition_accs,
+            gmm: am_from_model_accs(&self.accs),
+        })
+    }
+}
+
+/// `gmm-global-acc-stats` / `fgmm-global-acc-stats`: statistics for one GMM.
+pub struct GlobalAccStats<'e> {
+    loaded: Box<dyn LoadedModel + 'e>,
+    dim: usize,
+    kind: CovKind,
+    num_comp: usize,
+    accs: ModelAccumulators,
+    batch: Batch,
+    like: f64,
+    loglikes: Vec<f32>,
+}
+
+impl<'e> GlobalAccStats<'e> {
+    /// `gmm` is a one-state model (see `train::convert::model_from_diag` /
+    /// `model_from_full`); `flags` as Kaldi's `--update-flags` (augmented as
+    /// Kaldi's `Resize` does).
+    pub fn new(engine: &'e dyn Engine, gmm: &AcousticModel, flags: UpdateFlags) -> Result<Self> {
+        if gmm.states.len() != 1 {
+            return Err(Error::Mismatch(format!(
+                "a global GMM has one mixture, this model has {}",
+                gmm.states.len()
+            )));
+        }
+        let flags = UpdateFlags {
+            transitions: false,
+            ..augment(flags)
+        };
+        Ok(GlobalAccStats {
+            loaded: engine.load(gmm)?,
+            dim: gmm.dim,
+            kind: gmm.kind,
+            num_comp: gmm.states[0].num_components(),
+            accs: ModelAccumulators::zeros(gmm, flags),
+            batch: Batch::default(),
+            like: 0.0,
+            loglikes: Vec::new(),
+        })
+    }
+
+    /// One utterance; `weights` (one per frame) and `gselect` (the
+    /// components to use on each frame) as Kaldi's `--weights` / `--gselect`.
+    pub fn add_utterance(
+        &mut self,
+        key: &str,
+        feats: &[f32],
+        rows: usize,
+        cols: usize,
+        weights: Option<&[f32]>,
+        gselect: Option<&[Vec<i32>]>,
+    ) -> Result<UttOutcome> {
+        if let Some(w) = weights {
+            if w.len() != rows {
+                return Ok(UttOutcome::Skipped(format!(
+                    "Weights for utterance {key} have wrong dim {} vs. {rows}",
+                    w.len()
+                )));
+            }
+        }
+        if let Some(g) = gselect {
+            if g.len() != rows {
+                return Ok(UttOutcome::Skipped(format!(
+                    "gselect information for utterance {key} has wrong size {} vs. {rows}",
+                    g.len()
+                )));
+            }
+        }
+        check_dim(key, cols, self.dim)?;
+        if let Some(g) = gselect {
+            let (like, weight) = self.add_gselect(key, FrameBatch::new(feats, cols), weights, g)?;
+            self.like += like;
+            return Ok(UttOutcome::Done { weight });
+        }
+        let mode = if weights.is_some() {
+            Mode::Weighted
+        } else {
+            Mode::Global
+        };
+        self.like +=
+            self.batch
+                .prepare(mode, rows, self.dim, self.loaded.as_mut(), &mut self.accs)?;
+        let weight = match weights {
+            None => rows as f64,
+            Some(w) => {
+                let b = &mut self.batch;
+                for &x in w {
+                    // Kaldi skips frames of weight 0.
+                    if x != 0.0 {
+                        b.pairs.push((0, x));
+                    }
+                    b.offsets.push(b.pairs.len());
+                }
+                w.iter().map(|&x| x as f64).sum()
+            }
+        };
+        self.batch.push_feats(feats, rows);
+        Ok(UttOutcome::Done { weight })
+    }
+
+    /// Sends what is queued; returns Σ weight × log-likelihood of every
+    /// utterance added since the last call.
+    pub fn take_like(&mut self) -> Result<f64> {
+        let l = self
+            .batch
+            .flush(self.dim, self.loaded.as_mut(), &mut self.accs)?;
+        Ok(std::mem::take(&mut self.like) + l)
+    }
+
+    /// Gaussian selection: Kaldi's `LogLikelihoodsPreselect`, a float
+    /// softmax over the selected components, then `AccumulateForComponent`
+    /// in f64 for each.
+    fn add_gselect(
+        &mut self,
+        key: &str,
+        batch: FrameBatch<'_>,
+        weights: Option<&[f32]>,
+        gselect: &[Vec<i32>],
+    ) -> Result<(f64, f64)> {
+        let m = self.num_comp;
+        for (t, sel) in gselect.iter().enumerate() {
+            if sel.is_empty() {
+                return Err(Error::Mismatch(format!(
+                    "utterance {key}, frame {t}: empty Gaussian selection"
+                )));
+            }
+            if let Some(&g) = sel.iter().find(|&&g| g < 0 || g as usize >= m) {
+                return Err(Error::Mismatch(format!(
+                    "utterance {key}, frame {t}: selected Gaussian {g} is not in the model (it has {m})"
+                )));
+            }
+        }
+        let mut ll = std::mem::take(&mut self.loglikes);
+        ll.resize(batch.frames * m, 0.0);
+        self.loaded.component_loglikes(0, batch, &mut ll)?;
+        let d = self.dim;
+        let vlen = match self.kind {
+            CovKind::Diagonal => d,
+            CovKind::Full => d * (d + 1) / 2,
+        };
+        let acc = &mut self.accs.states[0];
+        let (mut file_like, mut file_weight) = (0f32, 0f32);
+        let mut sel_ll: Vec<f32> = Vec::new();
+        let mut xd = vec![0f64; d];
+        for (t, sel) in gselect.iter().enumerate() {
+            let w = weights.map_or(1.0, |w| w[t]);
+            if w == 0.0 {
+                continue;
+            }
+            file_weight += w;
+            sel_ll.clear();
+            sel_ll.extend(sel.iter().map(|&g| ll[t * m + g as usize]));
+            // Kaldi's Vector<float>::ApplySoftMax.
+            let max = sel_ll.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let mut sum = 0f32;
+            for v in sel_ll.iter_mut() {
+                *v = (*v - max).exp();
+                sum += *v;
+            }
+            for v in sel_ll.iter_mut() {
+                *v *= 1.0 / sum;
+            }
+            file_like += w * (max + sum.ln());
+            for (x, &f) in xd.iter_mut().zip(batch.row(t)) {
+                *x = f as f64;
+            }
+            for (&g, &p) in sel.iter().zip(&sel_ll) {
+                let post = (p * w) as f64;
+                let g = g as usize;
+                acc.occupancy[g] += post;
+                if !acc.mean_acc.is_empty() {
+                    for (a, &x) in acc.mean_acc[g * d..(g + 1) * d].iter_mut().zip(&xd) {
+                        *a += post * x;
+                    }
+                }
+                if !acc.var_acc.is_empty() {
+                    let v = &mut acc.var_acc[g * vlen..(g + 1) * vlen];
+                    match self.kind {
+                        CovKind::Diagonal => {
+                            for (a, &x) in v.iter_mut().zip(&xd) {
+                                *a += post * x * x;
+                            }
+                        }
+                        CovKind::Full => {
+                            let mut k = 0;
+                            for i in 0..d {
+                                for j in 0..=i {
+                                    v[k] += post * xd[i] * xd[j];
+                                    k += 1;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        self.loglikes = ll;
+        Ok((file_like as f64, file_weight as f64))
+    }
+
+    /// `gmm-global-acc-stats` output (sends what is queued first).
+    pub fn into_diag(mut self) -> Result<AccumDiagGmm> {
+        self.take_like()?;
+        if self.kind != CovKind::Diagonal {
+            return Err(Error::Mismatch(
+                "full-covariance statistics cannot be written as diagonal accumulators".into(),
+            ));
+        }
+        Ok(diag_from_gmm_acc(
+            &self.accs.states[0],
+            self.dim,
+            self.accs.flags,
+        ))
+    }
+
+    /// `fgmm-global-acc-stats` output (centred as Kaldi writes it; sends
+    /// what is queued first).
+    pub fn into_full(mut self) -> Result<AccumFullGmm> {
+        self.take_like()?;
+        if self.kind != CovKind::Full {
+            return Err(Error::Mismatch(
+                "diagonal statistics cannot be written as full-covariance accumulators".into(),
+            ));
+        }
+        full_from_gmm_acc(&self.accs.states[0], self.dim, self.accs.flags)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::cpu::CpuEngine;
+    use crate::model::StateGmm;
+
+    /// A 2-dimensional, 3-component diagonal GMM (gconsts consistent with
+    /// the parameters are not needed for these comparisons).
+    fn gmm() -> AcousticModel {
+        AcousticModel {
+            dim: 2,
+            kind: CovKind::Diagonal,
+            states: vec![StateGmm {
+                gconsts: vec![-3.0, -2.5, -4.0],
+                weights: vec![0.3, 0.5, 0.2],
+                means_invvars: vec![0.5, -1.0, 0.0, 0.2, -0.4, 0.8],
+                inv_vars: vec![1.0, 0.5, 2.0, 1.5, 0.7, 1.1],
+            }],
+        }
+    }
+
+    fn frames(n: usize, seed: f32) -> Vec<f32> {
+        (0..n * 2)
+            .map(|i| ((i as f32 + seed) * 0.37).sin() * 2.0)
+            .collect()
+    }
+
+    fn close(a: &[f64], b: &[f64]) {
+        for (x, y) in a.iter().zip(b) {
+            assert!((x - y).abs() <= 1e-12 * y.abs().max(1.0), "{x} vs {y}");
+        }
+    }
+
+    #[test]
+    fn batches_weights_and_gselect_agree() {
+        let engine = CpuEngine::new(1).unwrap();
+        let flags = UpdateFlags::default();
+        let (a, b) = (frames(7, 0.0), frames(5, 3.0));
+        // Two utterances queued together vs one engine call each.
+        let mut together = GlobalAccStats::new(&engine, &gmm(), flags).unwrap();
+        together.add_utterance("a", &a, 7, 2, None, None).unwrap();
+        together.add_utterance("b", &b, 5, 2, None, None).unwrap();
+        let l1 = together.take_like().unwrap();
+        let mut apart = GlobalAccStats::new(&engine, &gmm(), flags).unwrap();
+        apart.add_utterance("a", &a, 7, 2, None, None).unwrap();
+        let mut l2 = apart.take_like().unwrap();
+        apart.add_utterance("b", &b, 5, 2, None, None).unwrap();
+        l2 += apart.take_like().unwrap();
+        assert!((l1 - l2).abs() < 1e-9 * l2.abs());
+        let (t, p) = (together.into_diag().unwrap(), apart.into_diag().unwrap());
+        close(&t.occupancy, &p.occupancy);
+        close(&t.var_accs, &p.var_accs);
+
+        // Weights of 1 and 0 = only the weighted frames; a selection of all
+        // components = no selection.
+        let w = [1.0, 0.0, 1.0, 1.0, 0.0];
+        let kept: Vec<f32> = (0..5)
+            .filter(|&t| w[t] != 0.0)
+            .flat_map(|t| b[t * 2..t * 2 + 2].to_vec())
+            .collect();
+        let all: Vec<Vec<i32>> = vec![vec![2, 0, 1]; 5];
+        let mut weighted = GlobalAccStats::new(&engine, &gmm(), flags).unwrap();
+        let out = weighted
+            .add_utterance("b", &b, 5, 2, Some(&w), None)
+            .unwrap();
+        assert_eq!(out, UttOutcome::Done { weight: 3.0 });
+        let mut selected = GlobalAccStats::new(&engine, &gmm(), flags).unwrap();
+        selected
+            .add_utterance("b", &b, 5, 2, Some(&w), Some(&all))
+            .unwrap();
+        let mut plain = GlobalAccStats::new(&engine, &gmm(), flags).unwrap();
+        plain.add_utterance("b", &kept, 3, 2, None, None).unwrap();
+        let (lw, ls, lp) = (
+            weighted.take_like().unwrap(),
+            selected.take_like().unwrap(),
+            plain.take_like().unwrap(),
+        );
+        assert!((lw - lp).abs() < 1e-9 * lp.abs() && (ls - lp).abs() < 1e-4 * lp.abs());
+        let (w, s, p) = (
+            weighted.into_diag().unwrap(),
+            selected.into_diag().unwrap(),
+            plain.into_diag().unwrap(),
+        );
+        close(&w.occupancy, &p.occupancy);
+        close(&w.mean_accs, &p.mean_accs);
+        // The host path (float softmax of the engine's log-likelihoods) vs the
+        // engine's own: float rounding of the posteriors.
+        for (x, y) in s.occupancy.iter().zip(&p.occupancy) {
+            assert!((x - y).abs() < 1e-5, "{x} vs {y}");
+        }
+    }
+
+    #[test]
+    fn per_utterance_problems_and_fatal_errors() {
+        let engine = CpuEngine::new(1).unwrap();
+        let mut g = GlobalAccStats::new(&engine, &gmm(), UpdateFlags::default()).unwrap();
+        let f = frames(3, 0.0);
+        assert!(matches!(
+            g.add_utterance("u", &f, 3, 2, Some(&[1.0]), None).unwrap(),
+            UttOutcome::Skipped(_)
+        ));
+        let bad = vec![vec![0], vec![3], vec![1]];
+        let e = g
+            .add_utterance("u", &f, 3, 2, None, Some(&bad))
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("frame 1") && e.to_string().contains("Gaussian 3"),
+            "{e}"
+        );
+        let e = g.add_utterance("u", &f[..3], 1, 3, None, None).unwrap_err();
+        assert!(e.to_string().contains("dimension 3"), "{e}");
+    }
+}
