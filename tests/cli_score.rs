@@ -694,3 +694,52 @@ fn gpu_scores_equal_cpu_scores() {
         assert_eq!(std::fs::read_to_string(&out).unwrap(), text(&want));
     }
 }
+
+/// More frames than one engine batch (32768): utterances are queued, scored
+/// together and written in input order, each as if scored alone.
+#[test]
+fn batched_scoring_keeps_order_and_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let scp = tmp(&dir, "many.scp");
+    // s01-001 (171 frames) 200 times under new keys: 34200 frames.
+    let mut lines = String::new();
+    for i in 0..200 {
+        lines.push_str(&format!(
+            "u{i:03} testdata/kaldi/feats/feats_cmvn_deltas.first3.ark:8\n"
+        ));
+    }
+    std::fs::write(&scp, lines).unwrap();
+    let out = tmp(&dir, "many.ark");
+    let (code, err) = run(&[
+        "score",
+        "--use-gpu=no",
+        MDL,
+        &format!("scp:{scp}"),
+        &format!("ark:{out}"),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("computed likelihoods for 200 utterances."),
+        "{err}"
+    );
+    let all: Vec<(String, Matrix<f32>)> = SequentialTableReader::open(&format!("ark:{out}"))
+        .unwrap()
+        .map(|e| e.unwrap())
+        .collect();
+    assert_eq!(all.len(), 200);
+    for (i, (k, m)) in all.iter().enumerate() {
+        assert_eq!(k, &format!("u{i:03}"));
+        assert_eq!(m, &all[0].1, "{k}");
+    }
+    let fl = tmp(&dir, "fl.ark");
+    let (code, err) = run(&[
+        "score",
+        "--use-gpu=no",
+        UBM,
+        &format!("scp:{scp}"),
+        &format!("ark:{fl}"),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("Done 200 files; 0 with errors."), "{err}");
+    assert!(err.contains("over 34200 frames."), "{err}");
+}

@@ -19,8 +19,11 @@ use amtool_formats::kaldi::table::{RandomAccessTableReader, SequentialTableReade
 
 use super::engine_args::EngineArgs;
 use super::{kaldi, KaldiStandard};
+use crate::engine::LoadedModel;
 use crate::model::AcousticModel;
-use crate::score::likes::{log_sum_exp, preselect_loglikes, state_loglikes};
+use crate::score::likes::{
+    log_sum_exp, preselect_loglikes, state_loglikes_batch, BATCH_FRAMES, BATCH_VALUES,
+};
 use crate::score::model_file::ModelFile;
 use crate::stats::fmt_g;
 use crate::{kaldi_log, kaldi_warn};
@@ -87,36 +90,79 @@ fn check_feats(key: &str, m: &Matrix<f32>, model: &AcousticModel) -> Result<(), 
     Ok(())
 }
 
-/// gmm-compute-likes.
+/// gmm-compute-likes. Utterances are scored in batches (see
+/// [`state_loglikes_batch`]) and written in their input order.
 fn compute_likes(args: &ScoreArgs, model: &AcousticModel) -> Result<i32, String> {
     let engine = args.engine.engine()?;
     let mut loaded = engine.load(model).map_err(|e| e.to_string())?;
     let mut reader =
         SequentialTableReader::<Matrix<f32>>::open(&args.features).map_err(|e| e.to_string())?;
     let mut writer = TableWriter::<Matrix<f32>>::open(&args.output).map_err(|e| e.to_string())?;
+    let ns = model.num_states();
     let mut num_done = 0usize;
-    while let Some((key, feats)) = reader.next_entry().map_err(|e| e.to_string())? {
-        check_feats(&key, &feats, model)?;
-        let ll = if feats.rows() == 0 {
-            Vec::new()
-        } else {
-            state_loglikes(loaded.as_mut(), feats.data(), model.dim)
-                .map_err(|e| format!("utterance {key}: {e}"))?
-        };
-        // An empty utterance gives an empty (0 × 0) matrix, as Kaldi's Matrix does.
-        let cols = if feats.rows() == 0 {
-            0
-        } else {
-            model.num_states()
-        };
-        let out = Matrix::from_vec(feats.rows(), cols, ll)
-            .ok_or("internal error: log-likelihood matrix of the wrong size")?;
-        writer.write(&key, &out).map_err(|e| e.to_string())?;
-        num_done += 1;
+    let mut queue = Queue::default();
+    loop {
+        let next = reader.next_entry().map_err(|e| e.to_string())?;
+        if let Some((key, feats)) = next.as_ref() {
+            check_feats(key, feats, model)?;
+        }
+        let end = next.is_none();
+        if let Some(e) = next {
+            queue.push(e);
+        }
+        if !(end || queue.full(ns)) {
+            continue;
+        }
+        for ((key, feats), ll) in queue.score(loaded.as_mut(), model.dim)? {
+            // An empty utterance gives an empty (0 × 0) matrix, as Kaldi's Matrix does.
+            let cols = if feats.rows() == 0 { 0 } else { ns };
+            let out = Matrix::from_vec(feats.rows(), cols, ll)
+                .ok_or("internal error: log-likelihood matrix of the wrong size")?;
+            writer.write(&key, &out).map_err(|e| e.to_string())?;
+            num_done += 1;
+        }
+        if end {
+            break;
+        }
     }
     writer.close().map_err(|e| e.to_string())?;
     kaldi_log!("gmm-compute-likes: computed likelihoods for {num_done} utterances.");
     Ok(0)
+}
+
+/// Utterances waiting to be scored in one engine call.
+#[derive(Default)]
+struct Queue {
+    utts: Vec<(String, Matrix<f32>)>,
+    frames: usize,
+}
+
+impl Queue {
+    fn push(&mut self, e: (String, Matrix<f32>)) {
+        self.frames += e.1.rows();
+        self.utts.push(e);
+    }
+
+    fn full(&self, states: usize) -> bool {
+        self.frames >= BATCH_FRAMES || self.frames * states.max(1) >= BATCH_VALUES
+    }
+
+    /// Scores and empties the queue: each utterance with its `frames × states` block.
+    fn score(
+        &mut self,
+        loaded: &mut dyn LoadedModel,
+        dim: usize,
+    ) -> Result<Vec<((String, Matrix<f32>), Vec<f32>)>, String> {
+        let utts = std::mem::take(&mut self.utts);
+        self.frames = 0;
+        let data: Vec<&[f32]> = utts.iter().map(|(_, f)| f.data()).collect();
+        let ll = state_loglikes_batch(loaded, &data, dim).map_err(|e| {
+            let first = utts.first().map_or("", |u| u.0.as_str());
+            let last = utts.last().map_or("", |u| u.0.as_str());
+            format!("utterances {first} .. {last}: {e}")
+        })?;
+        Ok(utts.into_iter().zip(ll).collect())
+    }
 }
 
 enum LikesWriter {
@@ -153,11 +199,31 @@ fn frame_likes(args: &ScoreArgs, model: &AcousticModel) -> Result<i32, String> {
     };
     let (mut num_done, mut num_err) = (0usize, 0usize);
     let (mut tot_like, mut tot_frames) = (0f64, 0f64);
-    while let Some((key, feats)) = reader.next_entry().map_err(|e| e.to_string())? {
-        check_feats(&key, &feats, model)?;
-        let frames = feats.rows();
-        let likes: Vec<f32> = match (gselect.as_mut(), loaded.as_mut()) {
+    // Writes one utterance's per-frame likelihoods (or their average).
+    let mut emit = |key: &str, likes: Vec<f32>| -> Result<(), String> {
+        let frames = likes.len();
+        // Kaldi's Vector::Sum(): a double sum returned as float.
+        let sum = likes.iter().map(|&x| x as f64).sum::<f64>() as f32;
+        tot_like += sum as f64;
+        tot_frames += frames as f64;
+        match &mut writer {
+            LikesWriter::Average(w) => w.write(key, &Basic(sum / frames as f32)),
+            LikesWriter::Frames(w) => w.write(key, &Vector::new(likes)),
+        }
+        .map_err(|e| e.to_string())?;
+        num_done += 1;
+        Ok(())
+    };
+    let mut queue = Queue::default();
+    loop {
+        let next = reader.next_entry().map_err(|e| e.to_string())?;
+        if let Some((key, feats)) = next.as_ref() {
+            check_feats(key, feats, model)?;
+        }
+        match (gselect.as_mut(), loaded.as_mut()) {
             (Some(g), _) => {
+                let Some((key, feats)) = next else { break };
+                let frames = feats.rows();
                 let Some(sel) = g.get(&key).map_err(|e| e.to_string())? else {
                     kaldi_warn!("No gselect information for utterance {key}");
                     num_err += 1;
@@ -184,23 +250,24 @@ fn frame_likes(args: &ScoreArgs, model: &AcousticModel) -> Result<i32, String> {
                     })?;
                     likes.push(log_sum_exp(&ll));
                 }
-                likes
+                emit(&key, likes)?;
             }
-            (None, _) if frames == 0 => Vec::new(),
-            (None, Some(l)) => state_loglikes(l.as_mut(), feats.data(), model.dim)
-                .map_err(|e| format!("utterance {key}: {e}"))?,
+            (None, Some(l)) => {
+                let end = next.is_none();
+                if let Some(e) = next {
+                    queue.push(e);
+                }
+                if end || queue.full(1) {
+                    for ((key, _), likes) in queue.score(l.as_mut(), model.dim)? {
+                        emit(&key, likes)?;
+                    }
+                }
+                if end {
+                    break;
+                }
+            }
             (None, None) => return Err("internal error: no engine loaded".to_string()),
-        };
-        // Kaldi's Vector::Sum(): a double sum returned as float.
-        let sum = likes.iter().map(|&x| x as f64).sum::<f64>() as f32;
-        tot_like += sum as f64;
-        tot_frames += frames as f64;
-        match &mut writer {
-            LikesWriter::Average(w) => w.write(&key, &Basic(sum / frames as f32)),
-            LikesWriter::Frames(w) => w.write(&key, &Vector::new(likes)),
         }
-        .map_err(|e| e.to_string())?;
-        num_done += 1;
     }
     match writer {
         LikesWriter::Average(w) => w.close(),

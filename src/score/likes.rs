@@ -121,6 +121,41 @@ pub fn state_loglikes(loaded: &mut dyn LoadedModel, feats: &[f32], dim: usize) -
     Ok(out)
 }
 
+/// Frames per engine call when scoring whole archives: utterances are queued
+/// into batches of about this many frames (one call keeps a GPU busy).
+pub const BATCH_FRAMES: usize = 32768;
+/// Upper bound on `frames × states` log-likelihoods held for one batch (256 MB).
+pub const BATCH_VALUES: usize = 1 << 26;
+
+/// [`state_loglikes`] of several utterances (each `frames × dim`, row-major)
+/// in one engine call; returns each utterance's `frames × states` block.
+pub fn state_loglikes_batch(
+    loaded: &mut dyn LoadedModel,
+    utts: &[&[f32]],
+    dim: usize,
+) -> Result<Vec<Vec<f32>>> {
+    let ns = loaded.num_states();
+    let total: usize = utts.iter().map(|u| u.len()).sum();
+    let mut all = Vec::with_capacity(total);
+    for u in utts {
+        check_dim(u, dim)?;
+        all.extend_from_slice(u);
+    }
+    let ll = if total == 0 {
+        Vec::new()
+    } else {
+        state_loglikes(loaded, &all, dim)?
+    };
+    let mut out = Vec::with_capacity(utts.len());
+    let mut at = 0;
+    for u in utts {
+        let n = u.len() / dim * ns;
+        out.push(ll[at..at + n].to_vec());
+        at += n;
+    }
+    Ok(out)
+}
+
 /// `frames × components` log-likelihoods of the Gaussians of `state`.
 pub fn component_loglikes(
     loaded: &mut dyn LoadedModel,
@@ -167,6 +202,23 @@ mod tests {
         let tot = apply_softmax(&mut p);
         assert!((tot as f64 - r).abs() < 1e-6);
         assert!((p.iter().sum::<f32>() - 1.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn batches_score_as_single_utterances() {
+        let g = amtool_formats::kaldi::gmm::DiagGmm::from_bytes(
+            &std::fs::read("testdata/kaldi/ubm.0.dubm").unwrap(),
+        )
+        .unwrap();
+        let m = AcousticModel::from_diag_gmm(&g);
+        let e = crate::engine::select(crate::engine::UseGpu::No, 1).unwrap();
+        let mut l = e.load(&m).unwrap();
+        let x: Vec<f32> = (0..m.dim * 7).map(|i| (i as f32 * 0.11).cos()).collect();
+        let (a, b) = x.split_at(m.dim * 3);
+        let batch = state_loglikes_batch(l.as_mut(), &[a, &[], b], m.dim).unwrap();
+        assert_eq!(batch[0], state_loglikes(l.as_mut(), a, m.dim).unwrap());
+        assert!(batch[1].is_empty());
+        assert_eq!(batch[2], state_loglikes(l.as_mut(), b, m.dim).unwrap());
     }
 
     #[test]
