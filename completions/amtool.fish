@@ -31,6 +31,12 @@ complete -c amtool -n "__fish_amtool_needs_command" -f -a "copy" -d 'Copy Kaldi 
 complete -c amtool -n "__fish_amtool_needs_command" -f -a "acc-stats" -d 'Accumulate EM statistics (gmm-acc-stats-ali, gmm-acc-stats, gmm-global-acc-stats, fgmm-global-acc-stats)'
 complete -c amtool -n "__fish_amtool_needs_command" -f -a "sum-accs" -d 'Sum accumulator files (gmm-sum-accs, gmm-global-sum-accs, fgmm-global-sum-accs)'
 complete -c amtool -n "__fish_amtool_needs_command" -f -a "est" -d 'Re-estimate a model from accumulated statistics (gmm-est, gmm-global-est, fgmm-global-est)'
+complete -c amtool -n "__fish_amtool_needs_command" -f -a "score" -d 'Per-frame log-likelihoods: gmm-compute-likes (Kaldi model), gmm-global-get-frame-likes and fgmm-global-get-frame-likes (global DiagGmm / FullGmm)'
+complete -c amtool -n "__fish_amtool_needs_command" -f -a "gselect" -d 'Gaussian selection: the n best Gaussians of a global GMM per frame (gmm-gselect, fgmm-gselect)'
+complete -c amtool -n "__fish_amtool_needs_command" -f -a "global-get-post" -d 'Top-n Gaussian posteriors of a global GMM per frame (gmm-global-get-post)'
+complete -c amtool -n "__fish_amtool_needs_command" -f -a "gselect-to-post" -d 'Posteriors over the selected Gaussians of a global GMM (fgmm-global-gselect-to-post)'
+complete -c amtool -n "__fish_amtool_needs_command" -f -a "map-adapt" -d 'MAP adaptation of a Kaldi model per speaker or utterance (gmm-adapt-map)'
+complete -c amtool -n "__fish_amtool_needs_command" -f -a "ubm-map" -d 'Relevance-MAP adaptation of a diagonal UBM per speaker or utterance (GMM-UBM speaker recognition): adapted GMMs or mean supervectors'
 complete -c amtool -n "__fish_amtool_needs_command" -f -a "shims" -d 'Create symlinks named like the Kaldi tools amtool replaces (put DIR first on PATH)'
 complete -c amtool -n "__fish_amtool_needs_command" -f -a "completions" -d 'Print a shell completion script (e.g. `amtool completions bash > /etc/bash_completion.d/amtool`)'
 complete -c amtool -n "__fish_amtool_needs_command" -f -a "man" -d 'Write the man pages generated from these option definitions into DIR'
@@ -93,16 +99,74 @@ complete -c amtool -n "__fish_amtool_using_subcommand est" -l max-condition -d '
 complete -c amtool -n "__fish_amtool_using_subcommand est" -l remove-low-count-gaussians -d 'Remove Gaussians with too little data (rather than leave them unchanged)' -r
 complete -c amtool -n "__fish_amtool_using_subcommand est" -l kaldi-tool -d 'The Kaldi tool this run stands in for (set by the shims)' -r
 complete -c amtool -n "__fish_amtool_using_subcommand est" -s h -l help -d 'Print help'
+complete -c amtool -n "__fish_amtool_using_subcommand score" -l verbose -d 'Verbose level (higher = more logging)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand score" -l print-args -d 'Print the command line to stderr (Kaldi\'s default)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand score" -l config -d 'Read options from FILE (lines of --x=y); options on the command line win' -r -F
+complete -c amtool -n "__fish_amtool_using_subcommand score" -l use-gpu -d 'Compute on a GPU: yes (or fail), no, optional (GPU if usable, else CPU)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand score" -l threads -d 'CPU threads (0: one per CPU)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand score" -l average -d 'Global GMMs: write the average per-frame log-likelihood of each utterance (one float) instead of the per-frame vector' -r
+complete -c amtool -n "__fish_amtool_using_subcommand score" -l gselect -d 'Global GMMs: rspecifier of Gaussian-selection lists limiting the Gaussians of each frame' -r
+complete -c amtool -n "__fish_amtool_using_subcommand score" -s h -l help -d 'Print help'
+complete -c amtool -n "__fish_amtool_using_subcommand gselect" -l verbose -d 'Verbose level (higher = more logging)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand gselect" -l print-args -d 'Print the command line to stderr (Kaldi\'s default)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand gselect" -l config -d 'Read options from FILE (lines of --x=y); options on the command line win' -r -F
+complete -c amtool -n "__fish_amtool_using_subcommand gselect" -l use-gpu -d 'Compute on a GPU: yes (or fail), no, optional (GPU if usable, else CPU)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand gselect" -l threads -d 'CPU threads (0: one per CPU)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand gselect" -l n -d 'Number of Gaussians to keep per frame' -r
+complete -c amtool -n "__fish_amtool_using_subcommand gselect" -l gselect -d 'Rspecifier of earlier Gaussian selections to limit the search to' -r
+complete -c amtool -n "__fish_amtool_using_subcommand gselect" -l write-likes -d 'Wspecifier for the total log-likelihood of each utterance (float)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand gselect" -s h -l help -d 'Print help'
+complete -c amtool -n "__fish_amtool_using_subcommand global-get-post" -l verbose -d 'Verbose level (higher = more logging)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand global-get-post" -l print-args -d 'Print the command line to stderr (Kaldi\'s default)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand global-get-post" -l config -d 'Read options from FILE (lines of --x=y); options on the command line win' -r -F
+complete -c amtool -n "__fish_amtool_using_subcommand global-get-post" -l use-gpu -d 'Compute on a GPU: yes (or fail), no, optional (GPU if usable, else CPU)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand global-get-post" -l threads -d 'CPU threads (0: one per CPU)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand global-get-post" -l n -d 'Number of Gaussians to keep per frame' -r
+complete -c amtool -n "__fish_amtool_using_subcommand global-get-post" -l min-post -d 'Minimum posterior to output before pruning and renormalizing (e.g. 0.01)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand global-get-post" -s h -l help -d 'Print help'
+complete -c amtool -n "__fish_amtool_using_subcommand gselect-to-post" -l verbose -d 'Verbose level (higher = more logging)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand gselect-to-post" -l print-args -d 'Print the command line to stderr (Kaldi\'s default)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand gselect-to-post" -l config -d 'Read options from FILE (lines of --x=y); options on the command line win' -r -F
+complete -c amtool -n "__fish_amtool_using_subcommand gselect-to-post" -l min-post -d 'If nonzero, posteriors below this threshold are pruned away and the rest renormalized' -r
+complete -c amtool -n "__fish_amtool_using_subcommand gselect-to-post" -s h -l help -d 'Print help'
+complete -c amtool -n "__fish_amtool_using_subcommand map-adapt" -l verbose -d 'Verbose level (higher = more logging)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand map-adapt" -l print-args -d 'Print the command line to stderr (Kaldi\'s default)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand map-adapt" -l config -d 'Read options from FILE (lines of --x=y); options on the command line win' -r -F
+complete -c amtool -n "__fish_amtool_using_subcommand map-adapt" -l use-gpu -d 'Compute on a GPU: yes (or fail), no, optional (GPU if usable, else CPU)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand map-adapt" -l threads -d 'CPU threads (0: one per CPU)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand map-adapt" -l spk2utt -d 'Rspecifier for the speaker to utterance-list map (adapt per speaker)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand map-adapt" -l binary -d 'Accepted for Kaldi compatibility; the wspecifier\'s `t`/`b` decides, as in Kaldi' -r
+complete -c amtool -n "__fish_amtool_using_subcommand map-adapt" -l update-flags -d 'Which GMM parameters are updated: a subset of mvw' -r
+complete -c amtool -n "__fish_amtool_using_subcommand map-adapt" -l mean-tau -d 'Tau value for updating means' -r
+complete -c amtool -n "__fish_amtool_using_subcommand map-adapt" -l variance-tau -d 'Tau value for updating variances (note: only relevant if update-flags contains "v")' -r
+complete -c amtool -n "__fish_amtool_using_subcommand map-adapt" -l weight-tau -d 'Tau value for updating weights' -r
+complete -c amtool -n "__fish_amtool_using_subcommand map-adapt" -s h -l help -d 'Print help'
+complete -c amtool -n "__fish_amtool_using_subcommand ubm-map" -l verbose -d 'Verbose level (higher = more logging)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand ubm-map" -l print-args -d 'Print the command line to stderr (Kaldi\'s default)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand ubm-map" -l config -d 'Read options from FILE (lines of --x=y); options on the command line win' -r -F
+complete -c amtool -n "__fish_amtool_using_subcommand ubm-map" -l use-gpu -d 'Compute on a GPU: yes (or fail), no, optional (GPU if usable, else CPU)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand ubm-map" -l threads -d 'CPU threads (0: one per CPU)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand ubm-map" -l spk2utt -d 'Rspecifier for the speaker to utterance-list map (adapt per speaker)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand ubm-map" -l relevance -d 'Relevance factor r: α = n/(n + r) per Gaussian' -r
+complete -c amtool -n "__fish_amtool_using_subcommand ubm-map" -l update-flags -d 'Which parameters are adapted: a subset of mvw' -r
+complete -c amtool -n "__fish_amtool_using_subcommand ubm-map" -l supervector -d 'Write the adapted means as one float vector per key instead of a DiagGmm' -r
+complete -c amtool -n "__fish_amtool_using_subcommand ubm-map" -s h -l help -d 'Print help'
 complete -c amtool -n "__fish_amtool_using_subcommand shims" -s h -l help -d 'Print help'
 complete -c amtool -n "__fish_amtool_using_subcommand completions" -s h -l help -d 'Print help'
 complete -c amtool -n "__fish_amtool_using_subcommand man" -l completions -d 'Also write the bash/zsh/fish completion scripts into this folder' -r -F
 complete -c amtool -n "__fish_amtool_using_subcommand man" -s h -l help -d 'Print help'
-complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy acc-stats sum-accs est shims completions man help" -f -a "bench" -d 'Run the benchmark cases (../shared/bench/README.md) and print one JSON line per case'
-complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy acc-stats sum-accs est shims completions man help" -f -a "copy" -d 'Copy Kaldi tables or objects, converting binary/text (copy-feats, copy-matrix, copy-vector, copy-int-vector, copy-post, gmm-copy, gmm-global-copy, fgmm-global-copy)'
-complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy acc-stats sum-accs est shims completions man help" -f -a "acc-stats" -d 'Accumulate EM statistics (gmm-acc-stats-ali, gmm-acc-stats, gmm-global-acc-stats, fgmm-global-acc-stats)'
-complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy acc-stats sum-accs est shims completions man help" -f -a "sum-accs" -d 'Sum accumulator files (gmm-sum-accs, gmm-global-sum-accs, fgmm-global-sum-accs)'
-complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy acc-stats sum-accs est shims completions man help" -f -a "est" -d 'Re-estimate a model from accumulated statistics (gmm-est, gmm-global-est, fgmm-global-est)'
-complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy acc-stats sum-accs est shims completions man help" -f -a "shims" -d 'Create symlinks named like the Kaldi tools amtool replaces (put DIR first on PATH)'
-complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy acc-stats sum-accs est shims completions man help" -f -a "completions" -d 'Print a shell completion script (e.g. `amtool completions bash > /etc/bash_completion.d/amtool`)'
-complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy acc-stats sum-accs est shims completions man help" -f -a "man" -d 'Write the man pages generated from these option definitions into DIR'
-complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy acc-stats sum-accs est shims completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy acc-stats sum-accs est score gselect global-get-post gselect-to-post map-adapt ubm-map shims completions man help" -f -a "bench" -d 'Run the benchmark cases (../shared/bench/README.md) and print one JSON line per case'
+complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy acc-stats sum-accs est score gselect global-get-post gselect-to-post map-adapt ubm-map shims completions man help" -f -a "copy" -d 'Copy Kaldi tables or objects, converting binary/text (copy-feats, copy-matrix, copy-vector, copy-int-vector, copy-post, gmm-copy, gmm-global-copy, fgmm-global-copy)'
+complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy acc-stats sum-accs est score gselect global-get-post gselect-to-post map-adapt ubm-map shims completions man help" -f -a "acc-stats" -d 'Accumulate EM statistics (gmm-acc-stats-ali, gmm-acc-stats, gmm-global-acc-stats, fgmm-global-acc-stats)'
+complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy acc-stats sum-accs est score gselect global-get-post gselect-to-post map-adapt ubm-map shims completions man help" -f -a "sum-accs" -d 'Sum accumulator files (gmm-sum-accs, gmm-global-sum-accs, fgmm-global-sum-accs)'
+complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy acc-stats sum-accs est score gselect global-get-post gselect-to-post map-adapt ubm-map shims completions man help" -f -a "est" -d 'Re-estimate a model from accumulated statistics (gmm-est, gmm-global-est, fgmm-global-est)'
+complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy acc-stats sum-accs est score gselect global-get-post gselect-to-post map-adapt ubm-map shims completions man help" -f -a "score" -d 'Per-frame log-likelihoods: gmm-compute-likes (Kaldi model), gmm-global-get-frame-likes and fgmm-global-get-frame-likes (global DiagGmm / FullGmm)'
+complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy acc-stats sum-accs est score gselect global-get-post gselect-to-post map-adapt ubm-map shims completions man help" -f -a "gselect" -d 'Gaussian selection: the n best Gaussians of a global GMM per frame (gmm-gselect, fgmm-gselect)'
+complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy acc-stats sum-accs est score gselect global-get-post gselect-to-post map-adapt ubm-map shims completions man help" -f -a "global-get-post" -d 'Top-n Gaussian posteriors of a global GMM per frame (gmm-global-get-post)'
+complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy acc-stats sum-accs est score gselect global-get-post gselect-to-post map-adapt ubm-map shims completions man help" -f -a "gselect-to-post" -d 'Posteriors over the selected Gaussians of a global GMM (fgmm-global-gselect-to-post)'
+complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy acc-stats sum-accs est score gselect global-get-post gselect-to-post map-adapt ubm-map shims completions man help" -f -a "map-adapt" -d 'MAP adaptation of a Kaldi model per speaker or utterance (gmm-adapt-map)'
+complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy acc-stats sum-accs est score gselect global-get-post gselect-to-post map-adapt ubm-map shims completions man help" -f -a "ubm-map" -d 'Relevance-MAP adaptation of a diagonal UBM per speaker or utterance (GMM-UBM speaker recognition): adapted GMMs or mean supervectors'
+complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy acc-stats sum-accs est score gselect global-get-post gselect-to-post map-adapt ubm-map shims completions man help" -f -a "shims" -d 'Create symlinks named like the Kaldi tools amtool replaces (put DIR first on PATH)'
+complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy acc-stats sum-accs est score gselect global-get-post gselect-to-post map-adapt ubm-map shims completions man help" -f -a "completions" -d 'Print a shell completion script (e.g. `amtool completions bash > /etc/bash_completion.d/amtool`)'
+complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy acc-stats sum-accs est score gselect global-get-post gselect-to-post map-adapt ubm-map shims completions man help" -f -a "man" -d 'Write the man pages generated from these option definitions into DIR'
+complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy acc-stats sum-accs est score gselect global-get-post gselect-to-post map-adapt ubm-map shims completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

@@ -9,12 +9,19 @@ pub mod acc_stats;
 pub mod bench;
 pub mod copy;
 pub mod docs;
+pub mod engine_args;
 pub mod est;
+pub mod global_get_post;
+pub mod gselect;
+pub mod gselect_to_post;
 pub mod kaldi;
+pub mod map_adapt;
 pub mod progress;
+pub mod score;
 pub mod shims;
 pub mod sum_accs;
 pub mod train_io;
+pub mod ubm_map;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -62,6 +69,20 @@ pub enum Command {
     SumAccs(sum_accs::SumAccsArgs),
     /// Re-estimate a model from accumulated statistics (gmm-est, gmm-global-est, fgmm-global-est).
     Est(est::EstArgs),
+    /// Per-frame log-likelihoods: gmm-compute-likes (Kaldi model), gmm-global-get-frame-likes
+    /// and fgmm-global-get-frame-likes (global DiagGmm / FullGmm).
+    Score(score::ScoreArgs),
+    /// Gaussian selection: the n best Gaussians of a global GMM per frame (gmm-gselect, fgmm-gselect).
+    Gselect(gselect::GselectArgs),
+    /// Top-n Gaussian posteriors of a global GMM per frame (gmm-global-get-post).
+    GlobalGetPost(global_get_post::GetPostArgs),
+    /// Posteriors over the selected Gaussians of a global GMM (fgmm-global-gselect-to-post).
+    GselectToPost(gselect_to_post::GselectToPostArgs),
+    /// MAP adaptation of a Kaldi model per speaker or utterance (gmm-adapt-map).
+    MapAdapt(map_adapt::MapAdaptArgs),
+    /// Relevance-MAP adaptation of a diagonal UBM per speaker or utterance (GMM-UBM
+    /// speaker recognition): adapted GMMs or mean supervectors.
+    UbmMap(ubm_map::UbmMapArgs),
     /// Create symlinks named like the Kaldi tools amtool replaces (put DIR first on PATH).
     Shims {
         /// Folder for the links (created if missing).
@@ -105,6 +126,12 @@ pub fn run(cli: Cli) -> i32 {
         Command::AccStats(args) => acc_stats::run(args),
         Command::SumAccs(args) => sum_accs::run(args),
         Command::Est(args) => est::run(args),
+        Command::Score(args) => score::run(args),
+        Command::Gselect(args) => gselect::run(args),
+        Command::GlobalGetPost(args) => global_get_post::run(args),
+        Command::GselectToPost(args) => gselect_to_post::run(args),
+        Command::MapAdapt(args) => map_adapt::run(args),
+        Command::UbmMap(args) => ubm_map::run(args),
         Command::Shims { dir } => {
             let exe = match std::env::current_exe() {
                 Ok(e) => e,

@@ -87,6 +87,38 @@ pub const SHIMS: &[Shim] = &[
         tool: "fgmm-global-est",
         argv: &["est", "--kaldi-tool=fgmm-global-est"],
     },
+    Shim {
+        tool: "gmm-compute-likes",
+        argv: &["score"],
+    },
+    Shim {
+        tool: "gmm-global-get-frame-likes",
+        argv: &["score"],
+    },
+    Shim {
+        tool: "fgmm-global-get-frame-likes",
+        argv: &["score"],
+    },
+    Shim {
+        tool: "gmm-gselect",
+        argv: &["gselect"],
+    },
+    Shim {
+        tool: "fgmm-gselect",
+        argv: &["gselect"],
+    },
+    Shim {
+        tool: "gmm-global-get-post",
+        argv: &["global-get-post"],
+    },
+    Shim {
+        tool: "fgmm-global-gselect-to-post",
+        argv: &["gselect-to-post"],
+    },
+    Shim {
+        tool: "gmm-adapt-map",
+        argv: &["map-adapt"],
+    },
 ];
 
 pub fn find(tool: &str) -> Option<&'static Shim> {

@@ -158,6 +158,37 @@ impl Holder for Int32Vector {
     }
 }
 
+/// A line of whitespace-separated tokens (`TokenVectorHolder`), e.g. the
+/// utterance list of one speaker in `spk2utt`. Kaldi reads and writes it as
+/// text only (a binary marker is refused).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TokenVector(pub Vec<String>);
+
+impl Holder for TokenVector {
+    fn read_holder(r: &mut Reader<'_>) -> Result<Self> {
+        if r.read_kaldi_header()? {
+            return Err(r.error("token vectors (e.g. spk2utt) are text only; found binary data"));
+        }
+        let base = r.pos();
+        let line = read_line(r);
+        let text = std::str::from_utf8(line)
+            .map_err(|_| r.error_at(base, "token vector: line is not valid UTF-8"))?;
+        Ok(TokenVector(
+            text.split_ascii_whitespace().map(str::to_string).collect(),
+        ))
+    }
+
+    fn write_holder<W: Write + ?Sized>(&self, w: &mut W, _binary: bool) -> io::Result<()> {
+        let mut line = String::new();
+        for t in &self.0 {
+            line.push_str(t);
+            line.push(' ');
+        }
+        line.push('\n');
+        w.write_all(line.as_bytes())
+    }
+}
+
 fn len_i32(n: usize) -> io::Result<i32> {
     i32::try_from(n)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "vector longer than 2^31-1"))
@@ -490,6 +521,20 @@ mod tests {
     fn from_bytes<H: Holder>(b: &[u8]) -> Result<H> {
         let mut r = Reader::new(b, false);
         H::read_holder(&mut r)
+    }
+
+    #[test]
+    fn token_vectors_read_spk2utt_lines() {
+        use crate::kaldi::io::Reader;
+        let mut r = Reader::new(b"s01-001 s01-002\ts01-003 \nnext", false);
+        let t = TokenVector::read_holder(&mut r).unwrap();
+        assert_eq!(t.0, ["s01-001", "s01-002", "s01-003"]);
+        assert_eq!(r.remaining(), b"next");
+        let mut out = Vec::new();
+        t.write_holder(&mut out, false).unwrap();
+        assert_eq!(out, b"s01-001 s01-002 s01-003 \n");
+        let mut b = Reader::new(b"\0B\x04", true);
+        assert!(TokenVector::read_holder(&mut b).is_err());
     }
 
     #[test]

@@ -1,0 +1,122 @@
+//! `amtool global-get-post [options] <model-in> <feature-rspecifier> <post-wspecifier>`:
+//! Kaldi's gmm-global-get-post. Top-`--n` Gaussian posteriors per frame from
+//! a global GMM (DiagGmm as Kaldi's tool; a FullGmm works the same way),
+//! pruned below `--min-post` and renormalised (`VectorToPosteriorEntry`).
+
+use clap::Args;
+
+use amtool_formats::kaldi::holder::Posterior;
+use amtool_formats::kaldi::matrix::Matrix;
+use amtool_formats::kaldi::table::{SequentialTableReader, TableWriter};
+
+use super::engine_args::EngineArgs;
+use super::KaldiStandard;
+use crate::score::gselect::posterior_entry;
+use crate::score::likes::component_loglikes;
+use crate::score::model_file::ModelFile;
+use crate::stats::fmt_g;
+use crate::{kaldi_log, kaldi_warn};
+
+#[derive(Debug, Clone, Args)]
+pub struct GetPostArgs {
+    #[command(flatten)]
+    pub std: KaldiStandard,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    /// Number of Gaussians to keep per frame.
+    #[arg(long, value_name = "N", default_value_t = 50)]
+    pub n: i32,
+    /// Minimum posterior to output before pruning and renormalizing (e.g. 0.01).
+    #[arg(long, value_name = "P", default_value_t = 0.0)]
+    pub min_post: f32,
+    /// Global GMM (DiagGmm or FullGmm).
+    #[arg(value_name = "MODEL-IN")]
+    pub model: String,
+    /// Features (rspecifier).
+    #[arg(value_name = "FEATURE-RSPECIFIER")]
+    pub features: String,
+    /// Posteriors (wspecifier).
+    #[arg(value_name = "POST-WSPECIFIER")]
+    pub output: String,
+}
+
+/// Run `amtool global-get-post`; returns the exit status.
+pub fn run(args: GetPostArgs) -> i32 {
+    match get_post(&args) {
+        Ok(code) => code,
+        Err(msg) => super::fail(&msg),
+    }
+}
+
+fn get_post(args: &GetPostArgs) -> Result<i32, String> {
+    let file = ModelFile::read(&args.model).map_err(|e| e.to_string())?;
+    if !file.is_global() {
+        return Err(format!(
+            "{}: posteriors over Gaussians need a global DiagGmm or FullGmm, not an acoustic model",
+            args.model
+        ));
+    }
+    if args.n <= 0 {
+        return Err(format!("--n={} must be positive", args.n));
+    }
+    if !(args.min_post >= 0.0 && args.min_post < 1.0) {
+        return Err(format!("--min-post={} must be in [0, 1)", args.min_post));
+    }
+    let model = file.acoustic_model();
+    let num_gauss = model.states[0].num_components();
+    if num_gauss == 0 {
+        return Err(format!("{}: the GMM has no Gaussians", args.model));
+    }
+    let mut n = args.n as usize;
+    if n > num_gauss {
+        kaldi_warn!(
+            "You asked for {n} Gaussians but GMM only has {num_gauss}, returning this many. "
+        );
+        n = num_gauss;
+    }
+    let engine = args.engine.engine()?;
+    let mut loaded = engine.load(&model).map_err(|e| e.to_string())?;
+    let mut reader =
+        SequentialTableReader::<Matrix<f32>>::open(&args.features).map_err(|e| e.to_string())?;
+    let mut writer = TableWriter::<Posterior>::open(&args.output).map_err(|e| e.to_string())?;
+    let (mut num_done, mut num_err) = (0usize, 0usize);
+    let (mut tot_like, mut tot_t) = (0f64, 0i64);
+    while let Some((key, feats)) = reader.next_entry().map_err(|e| e.to_string())? {
+        let frames = feats.rows();
+        if frames == 0 {
+            kaldi_warn!("Empty features for utterance {key}");
+            num_err += 1;
+            continue;
+        }
+        if feats.cols() != model.dim {
+            kaldi_warn!(
+                "Dimension mismatch for utterance {key}: got {}, expected {}",
+                feats.cols(),
+                model.dim
+            );
+            num_err += 1;
+            continue;
+        }
+        let ll = component_loglikes(loaded.as_mut(), &model, 0, feats.data(), model.dim)
+            .map_err(|e| format!("utterance {key}: {e}"))?;
+        let mut post = Vec::with_capacity(frames);
+        let mut like_this_file = 0f64;
+        for row in ll.chunks(num_gauss) {
+            let (p, like) = posterior_entry(row, n, args.min_post);
+            post.push(p);
+            like_this_file += like as f64;
+        }
+        tot_like += like_this_file;
+        tot_t += frames as i64;
+        writer
+            .write(&key, &Posterior(post))
+            .map_err(|e| e.to_string())?;
+        num_done += 1;
+    }
+    writer.close().map_err(|e| e.to_string())?;
+    kaldi_log!(
+        "Done {num_done} files, {num_err} with errors, average UBM log-likelihood is {} over {tot_t} frames.",
+        fmt_g(tot_like / tot_t as f64)
+    );
+    Ok(if num_done != 0 { 0 } else { 1 })
+}

@@ -1,0 +1,237 @@
+//! `amtool gselect [options] <model-in> <feature-rspecifier> <gselect-wspecifier>`:
+//! Kaldi's gmm-gselect (DiagGmm) and fgmm-gselect (FullGmm). For each frame
+//! the `--n` best Gaussians, best first; with `--gselect` the choice is
+//! limited to (and refined from) an earlier selection.
+
+use clap::Args;
+
+use amtool_formats::kaldi::holder::{Basic, Int32VectorVector};
+use amtool_formats::kaldi::matrix::Matrix;
+use amtool_formats::kaldi::table::{RandomAccessTableReader, SequentialTableReader, TableWriter};
+
+use super::engine_args::EngineArgs;
+use super::KaldiStandard;
+use crate::model::CovKind;
+use crate::score::gselect::select_top;
+use crate::score::likes::{component_loglikes, preselect_loglikes};
+use crate::score::model_file::ModelFile;
+use crate::stats::fmt_g;
+use crate::{kaldi_log, kaldi_warn};
+
+#[derive(Debug, Clone, Args)]
+pub struct GselectArgs {
+    #[command(flatten)]
+    pub std: KaldiStandard,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    /// Number of Gaussians to keep per frame.
+    #[arg(long, value_name = "N", default_value_t = 50)]
+    pub n: i32,
+    /// Rspecifier of earlier Gaussian selections to limit the search to.
+    #[arg(long, value_name = "RSPECIFIER", default_value = "")]
+    pub gselect: String,
+    /// Wspecifier for the total log-likelihood of each utterance (float).
+    #[arg(long, value_name = "WSPECIFIER", default_value = "")]
+    pub write_likes: String,
+    /// Global GMM: DiagGmm (gmm-gselect) or FullGmm (fgmm-gselect).
+    #[arg(value_name = "MODEL-IN")]
+    pub model: String,
+    /// Features (rspecifier).
+    #[arg(value_name = "FEATURE-RSPECIFIER")]
+    pub features: String,
+    /// Gaussian selection (wspecifier).
+    #[arg(value_name = "GSELECT-WSPECIFIER")]
+    pub output: String,
+}
+
+/// Run `amtool gselect`; returns the exit status.
+pub fn run(args: GselectArgs) -> i32 {
+    match gselect(&args) {
+        Ok(code) => code,
+        Err(msg) => super::fail(&msg),
+    }
+}
+
+fn gselect(args: &GselectArgs) -> Result<i32, String> {
+    let file = ModelFile::read(&args.model).map_err(|e| e.to_string())?;
+    if !file.is_global() {
+        return Err(format!(
+            "{}: Gaussian selection needs a global DiagGmm or FullGmm, not an acoustic model",
+            args.model
+        ));
+    }
+    if args.n <= 0 {
+        return Err(format!("--n={} must be positive", args.n));
+    }
+    let model = file.acoustic_model();
+    let num_gauss = model.states[0].num_components();
+    if num_gauss == 0 {
+        return Err(format!("{}: the GMM has no Gaussians", args.model));
+    }
+    let mut n = args.n as usize;
+    if n > num_gauss {
+        kaldi_warn!(
+            "You asked for {n} Gaussians but GMM only has {num_gauss}, returning this many. \
+             Note: this means the Gaussian selection is pointless."
+        );
+        n = num_gauss;
+    }
+    // With --gselect the preselected Gaussians are evaluated on the host: no engine.
+    let engine = if args.gselect.is_empty() {
+        Some(args.engine.engine()?)
+    } else {
+        None
+    };
+    let mut loaded = match &engine {
+        Some(e) => Some(e.load(&model).map_err(|e| e.to_string())?),
+        None => None,
+    };
+    let mut reader =
+        SequentialTableReader::<Matrix<f32>>::open(&args.features).map_err(|e| e.to_string())?;
+    let mut writer =
+        TableWriter::<Int32VectorVector>::open(&args.output).map_err(|e| e.to_string())?;
+    let mut pre = if args.gselect.is_empty() {
+        None
+    } else {
+        Some(
+            RandomAccessTableReader::<Int32VectorVector>::open(&args.gselect)
+                .map_err(|e| e.to_string())?,
+        )
+    };
+    let mut likes_writer = if args.write_likes.is_empty() {
+        None
+    } else {
+        Some(TableWriter::<Basic<f32>>::open(&args.write_likes).map_err(|e| e.to_string())?)
+    };
+    let (mut num_done, mut num_err) = (0usize, 0usize);
+    let (mut tot_like, mut tot_t) = (0f64, 0i64);
+    let mut warned_size = false;
+    while let Some((key, feats)) = reader.next_entry().map_err(|e| e.to_string())? {
+        let frames = feats.rows();
+        if frames > 0 && feats.cols() != model.dim {
+            kaldi_warn!(
+                "Dimension mismatch for utterance {key}: got {}, expected {}",
+                feats.cols(),
+                model.dim
+            );
+            num_err += 1;
+            continue;
+        }
+        let mut sel = Vec::with_capacity(frames);
+        let like_this_file: f64 = if let Some(pre) = pre.as_mut() {
+            let Some(p) = pre.get(&key).map_err(|e| e.to_string())? else {
+                kaldi_warn!("No gselect information for utterance {key}");
+                num_err += 1;
+                continue;
+            };
+            if p.0.len() != frames {
+                kaldi_warn!(
+                    "Input gselect for utterance {key} has wrong size {} vs. {frames}",
+                    p.0.len()
+                );
+                num_err += 1;
+                continue;
+            }
+            let mut tot = 0f64;
+            for (t, ids) in p.0.iter().enumerate() {
+                if ids.is_empty() {
+                    return Err(format!(
+                        "{}: utterance {key}, frame {t}: empty Gaussian selection",
+                        args.gselect
+                    ));
+                }
+                if ids.len() <= n && !warned_size {
+                    warned_size = true;
+                    kaldi_warn!(
+                        "Preselect size is less or equal to than final size, doing nothing: {} < {n} [won't warn again]",
+                        ids.len()
+                    );
+                }
+                let ll = preselect_loglikes(&model, 0, feats.row(t), ids)
+                    .map_err(|e| format!("{}: utterance {key}, frame {t}: {e}", args.gselect))?;
+                let (s, like) = select_top(&ll, Some(ids), n);
+                sel.push(s);
+                tot += like as f64;
+            }
+            tot
+        } else {
+            if frames == 0 {
+                kaldi_warn!("Empty features for utterance {key}");
+                num_err += 1;
+                continue;
+            }
+            let Some(l) = loaded.as_mut() else {
+                return Err("internal error: no engine loaded".to_string());
+            };
+            let ll = component_loglikes(l.as_mut(), &model, 0, feats.data(), model.dim)
+                .map_err(|e| format!("utterance {key}: {e}"))?;
+            let mut tot = 0f64;
+            for (t, row) in ll.chunks(num_gauss).enumerate() {
+                let (s, like) = if model.kind == CovKind::Full {
+                    // Kaldi's float full-covariance log-likelihoods are up to
+                    // ~0.05 from the engine's: re-evaluate the engine's best
+                    // (and any within FULL_MARGIN of the n-th) in Kaldi's
+                    // arithmetic and select among those, so near-ties fall
+                    // as Kaldi's do.
+                    let cand = candidates(row, n, FULL_MARGIN);
+                    let exact = preselect_loglikes(&model, 0, feats.row(t), &cand)
+                        .map_err(|e| format!("utterance {key}: {e}"))?;
+                    select_top(&exact, Some(&cand), n)
+                } else {
+                    select_top(row, None, n)
+                };
+                sel.push(s);
+                tot += like as f64;
+            }
+            if model.kind == CovKind::Full {
+                tot
+            } else {
+                // Kaldi's DiagGmm::GaussianSelection returns the total as float.
+                tot as f32 as f64
+            }
+        };
+        writer
+            .write(&key, &Int32VectorVector(sel))
+            .map_err(|e| e.to_string())?;
+        if num_done % 10 == 0 {
+            kaldi_log!(
+                "For {num_done}'th file, average UBM likelihood over {frames} frames is {}",
+                fmt_g(like_this_file / frames as f64)
+            );
+        }
+        tot_t += frames as i64;
+        tot_like += like_this_file;
+        if let Some(w) = likes_writer.as_mut() {
+            w.write(&key, &Basic(like_this_file as f32))
+                .map_err(|e| e.to_string())?;
+        }
+        num_done += 1;
+    }
+    writer.close().map_err(|e| e.to_string())?;
+    if let Some(w) = likes_writer {
+        w.close().map_err(|e| e.to_string())?;
+    }
+    kaldi_log!(
+        "Done {num_done} files, {num_err} with errors, average UBM log-likelihood is {} over {tot_t} frames.",
+        fmt_g(tot_like / tot_t as f64)
+    );
+    Ok(if num_done != 0 { 0 } else { 1 })
+}
+
+/// Log-likelihood margin (nats) within which full-covariance candidates are
+/// re-evaluated: several times the largest engine-vs-Kaldi difference seen.
+const FULL_MARGIN: f32 = 0.5;
+
+/// The Gaussians whose log-likelihood is within `margin` of the `n`-th best
+/// (at least the `n` best), in index order.
+fn candidates(row: &[f32], n: usize, margin: f32) -> Vec<i32> {
+    let mut sorted = row.to_vec();
+    let k = row.len() - n;
+    sorted.select_nth_unstable_by(k, |a, b| a.total_cmp(b));
+    let thresh = sorted[k] - margin;
+    row.iter()
+        .enumerate()
+        .filter(|(_, &l)| l >= thresh)
+        .map(|(g, _)| g as i32)
+        .collect()
+}

@@ -1,0 +1,284 @@
+//! `amtool score [options] <model-in> <feature-rspecifier> <loglikes-wspecifier>`:
+//! per-frame log-likelihoods.
+//! - A Kaldi model (TransitionModel + AmDiagGmm): gmm-compute-likes, one
+//!   `frames × pdfs` float matrix per utterance (the input of
+//!   latgen-faster-mapped and other decoders).
+//! - A global DiagGmm or FullGmm: gmm-global-get-frame-likes /
+//!   fgmm-global-get-frame-likes, one float vector per utterance, or with
+//!   `--average=true` one float (the mean over its frames); `--gselect`
+//!   limits each frame to the Gaussians of a Gaussian-selection table.
+//!
+//! Scoring runs on the engine `--use-gpu` picks (whole mixtures); with
+//! `--gselect` the few selected Gaussians are evaluated on the host.
+
+use clap::Args;
+
+use amtool_formats::kaldi::holder::{Basic, Int32VectorVector};
+use amtool_formats::kaldi::matrix::{Matrix, Vector};
+use amtool_formats::kaldi::table::{RandomAccessTableReader, SequentialTableReader, TableWriter};
+
+use super::engine_args::EngineArgs;
+use super::{kaldi, KaldiStandard};
+use crate::engine::LoadedModel;
+use crate::model::AcousticModel;
+use crate::score::likes::{
+    log_sum_exp, preselect_loglikes, state_loglikes_batch, BATCH_FRAMES, BATCH_VALUES,
+};
+use crate::score::model_file::ModelFile;
+use crate::stats::fmt_g;
+use crate::{kaldi_log, kaldi_warn};
+
+#[derive(Debug, Clone, Args)]
+pub struct ScoreArgs {
+    #[command(flatten)]
+    pub std: KaldiStandard,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    /// Global GMMs: write the average per-frame log-likelihood of each utterance
+    /// (one float) instead of the per-frame vector.
+    #[arg(long, value_name = "BOOL", default_value = "false", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = kaldi::parse_bool)]
+    pub average: bool,
+    /// Global GMMs: rspecifier of Gaussian-selection lists limiting the Gaussians of each frame.
+    #[arg(long, value_name = "RSPECIFIER", default_value = "")]
+    pub gselect: String,
+    /// Model: Kaldi model (gmm-compute-likes), DiagGmm or FullGmm (frame likes).
+    #[arg(value_name = "MODEL-IN")]
+    pub model: String,
+    /// Features (rspecifier).
+    #[arg(value_name = "FEATURE-RSPECIFIER")]
+    pub features: String,
+    /// Log-likelihoods (wspecifier).
+    #[arg(value_name = "LOGLIKES-WSPECIFIER")]
+    pub output: String,
+}
+
+/// Run `amtool score`; returns the exit status.
+pub fn run(args: ScoreArgs) -> i32 {
+    match score(&args) {
+        Ok(code) => code,
+        Err(msg) => super::fail(&msg),
+    }
+}
+
+fn score(args: &ScoreArgs) -> Result<i32, String> {
+    let file = ModelFile::read(&args.model).map_err(|e| e.to_string())?;
+    let model = file.acoustic_model();
+    if file.is_global() {
+        frame_likes(args, &model)
+    } else {
+        if args.average || !args.gselect.is_empty() {
+            return Err(format!(
+                "--average and --gselect apply to global GMMs; {} is an acoustic model \
+                 (gmm-compute-likes has neither)",
+                args.model
+            ));
+        }
+        compute_likes(args, &model)
+    }
+}
+
+/// Features of one utterance, checked against the model's dimension.
+fn check_feats(key: &str, m: &Matrix<f32>, model: &AcousticModel) -> Result<(), String> {
+    if m.rows() > 0 && m.cols() != model.dim {
+        return Err(format!(
+            "utterance {key}: features have dimension {}, the model {}",
+            m.cols(),
+            model.dim
+        ));
+    }
+    Ok(())
+}
+
+/// gmm-compute-likes. Utterances are scored in batches (see
+/// [`state_loglikes_batch`]) and written in their input order.
+fn compute_likes(args: &ScoreArgs, model: &AcousticModel) -> Result<i32, String> {
+    let engine = args.engine.engine()?;
+    let mut loaded = engine.load(model).map_err(|e| e.to_string())?;
+    let mut reader =
+        SequentialTableReader::<Matrix<f32>>::open(&args.features).map_err(|e| e.to_string())?;
+    let mut writer = TableWriter::<Matrix<f32>>::open(&args.output).map_err(|e| e.to_string())?;
+    let ns = model.num_states();
+    let mut num_done = 0usize;
+    let mut queue = Queue::default();
+    loop {
+        let next = reader.next_entry().map_err(|e| e.to_string())?;
+        if let Some((key, feats)) = next.as_ref() {
+            check_feats(key, feats, model)?;
+        }
+        let end = next.is_none();
+        if let Some(e) = next {
+            queue.push(e);
+        }
+        if !(end || queue.full(ns)) {
+            continue;
+        }
+        for ((key, feats), ll) in queue.score(loaded.as_mut(), model.dim)? {
+            // An empty utterance gives an empty (0 × 0) matrix, as Kaldi's Matrix does.
+            let cols = if feats.rows() == 0 { 0 } else { ns };
+            let out = Matrix::from_vec(feats.rows(), cols, ll)
+                .ok_or("internal error: log-likelihood matrix of the wrong size")?;
+            writer.write(&key, &out).map_err(|e| e.to_string())?;
+            num_done += 1;
+        }
+        if end {
+            break;
+        }
+    }
+    writer.close().map_err(|e| e.to_string())?;
+    kaldi_log!("gmm-compute-likes: computed likelihoods for {num_done} utterances.");
+    Ok(0)
+}
+
+/// Utterances waiting to be scored in one engine call.
+#[derive(Default)]
+struct Queue {
+    utts: Vec<(String, Matrix<f32>)>,
+    frames: usize,
+}
+
+impl Queue {
+    fn push(&mut self, e: (String, Matrix<f32>)) {
+        self.frames += e.1.rows();
+        self.utts.push(e);
+    }
+
+    fn full(&self, states: usize) -> bool {
+        self.frames >= BATCH_FRAMES || self.frames * states.max(1) >= BATCH_VALUES
+    }
+
+    /// Scores and empties the queue: each utterance with its `frames × states` block.
+    fn score(
+        &mut self,
+        loaded: &mut dyn LoadedModel,
+        dim: usize,
+    ) -> Result<Vec<((String, Matrix<f32>), Vec<f32>)>, String> {
+        let utts = std::mem::take(&mut self.utts);
+        self.frames = 0;
+        let data: Vec<&[f32]> = utts.iter().map(|(_, f)| f.data()).collect();
+        let ll = state_loglikes_batch(loaded, &data, dim).map_err(|e| {
+            let first = utts.first().map_or("", |u| u.0.as_str());
+            let last = utts.last().map_or("", |u| u.0.as_str());
+            format!("utterances {first} .. {last}: {e}")
+        })?;
+        Ok(utts.into_iter().zip(ll).collect())
+    }
+}
+
+enum LikesWriter {
+    Frames(TableWriter<Vector<f32>>),
+    Average(TableWriter<Basic<f32>>),
+}
+
+/// gmm-global-get-frame-likes / fgmm-global-get-frame-likes.
+fn frame_likes(args: &ScoreArgs, model: &AcousticModel) -> Result<i32, String> {
+    // With --gselect the selected Gaussians are evaluated on the host: no engine.
+    let engine = if args.gselect.is_empty() {
+        Some(args.engine.engine()?)
+    } else {
+        None
+    };
+    let mut loaded = match &engine {
+        Some(e) => Some(e.load(model).map_err(|e| e.to_string())?),
+        None => None,
+    };
+    let mut reader =
+        SequentialTableReader::<Matrix<f32>>::open(&args.features).map_err(|e| e.to_string())?;
+    let mut gselect = if args.gselect.is_empty() {
+        None
+    } else {
+        Some(
+            RandomAccessTableReader::<Int32VectorVector>::open(&args.gselect)
+                .map_err(|e| e.to_string())?,
+        )
+    };
+    let mut writer = if args.average {
+        LikesWriter::Average(TableWriter::open(&args.output).map_err(|e| e.to_string())?)
+    } else {
+        LikesWriter::Frames(TableWriter::open(&args.output).map_err(|e| e.to_string())?)
+    };
+    let (mut num_done, mut num_err) = (0usize, 0usize);
+    let (mut tot_like, mut tot_frames) = (0f64, 0f64);
+    // Writes one utterance's per-frame likelihoods (or their average).
+    let mut emit = |key: &str, likes: Vec<f32>| -> Result<(), String> {
+        let frames = likes.len();
+        // Kaldi's Vector::Sum(): a double sum returned as float.
+        let sum = likes.iter().map(|&x| x as f64).sum::<f64>() as f32;
+        tot_like += sum as f64;
+        tot_frames += frames as f64;
+        match &mut writer {
+            LikesWriter::Average(w) => w.write(key, &Basic(sum / frames as f32)),
+            LikesWriter::Frames(w) => w.write(key, &Vector::new(likes)),
+        }
+        .map_err(|e| e.to_string())?;
+        num_done += 1;
+        Ok(())
+    };
+    let mut queue = Queue::default();
+    loop {
+        let next = reader.next_entry().map_err(|e| e.to_string())?;
+        if let Some((key, feats)) = next.as_ref() {
+            check_feats(key, feats, model)?;
+        }
+        match (gselect.as_mut(), loaded.as_mut()) {
+            (Some(g), _) => {
+                let Some((key, feats)) = next else { break };
+                let frames = feats.rows();
+                let Some(sel) = g.get(&key).map_err(|e| e.to_string())? else {
+                    kaldi_warn!("No gselect information for utterance {key}");
+                    num_err += 1;
+                    continue;
+                };
+                if sel.0.len() != frames {
+                    kaldi_warn!(
+                        "gselect information for utterance {key} has wrong size {} vs. {frames}",
+                        sel.0.len()
+                    );
+                    num_err += 1;
+                    continue;
+                }
+                let mut likes = Vec::with_capacity(frames);
+                for (t, ids) in sel.0.iter().enumerate() {
+                    if ids.is_empty() {
+                        return Err(format!(
+                            "{}: utterance {key}, frame {t}: empty Gaussian selection",
+                            args.gselect
+                        ));
+                    }
+                    let ll = preselect_loglikes(model, 0, feats.row(t), ids).map_err(|e| {
+                        format!("{}: utterance {key}, frame {t}: {e}", args.gselect)
+                    })?;
+                    likes.push(log_sum_exp(&ll));
+                }
+                emit(&key, likes)?;
+            }
+            (None, Some(l)) => {
+                let end = next.is_none();
+                if let Some(e) = next {
+                    queue.push(e);
+                }
+                if end || queue.full(1) {
+                    for ((key, _), likes) in queue.score(l.as_mut(), model.dim)? {
+                        emit(&key, likes)?;
+                    }
+                }
+                if end {
+                    break;
+                }
+            }
+            (None, None) => return Err("internal error: no engine loaded".to_string()),
+        }
+    }
+    match writer {
+        LikesWriter::Average(w) => w.close(),
+        LikesWriter::Frames(w) => w.close(),
+    }
+    .map_err(|e| e.to_string())?;
+    kaldi_log!("Done {num_done} files; {num_err} with errors.");
+    kaldi_log!(
+        "Overall likelihood per frame = {} over {} frames.",
+        fmt_g(tot_like / tot_frames),
+        fmt_g(tot_frames)
+    );
+    Ok(if num_done != 0 { 0 } else { 1 })
+}

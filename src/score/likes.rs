@@ -1,0 +1,243 @@
+//! Log-likelihood arithmetic as Kaldi's `matrix/` and `gmm/` code does it in
+//! float: `LogAdd`, `VectorBase::LogSumExp` (terms more than log(FLT_EPSILON)
+//! below the maximum are dropped), `ApplySoftMax`, and the log-likelihoods of
+//! a chosen subset of a mixture's Gaussians (`LogLikelihoodsPreselect`), which
+//! the engines do not compute (they score whole mixtures).
+
+use crate::engine::{FrameBatch, LoadedModel};
+use crate::model::{AcousticModel, CovKind};
+use crate::stats::mle_diag::blas_sdot;
+use crate::{Error, Result};
+
+/// Kaldi's `kMinLogDiffFloat` = log(FLT_EPSILON).
+pub const MIN_LOG_DIFF_FLOAT: f32 = -15.942_385;
+
+/// Kaldi's float `LogAdd(x, y)`.
+pub fn log_add(x: f32, y: f32) -> f32 {
+    let (big, diff) = if x < y { (y, x - y) } else { (x, y - x) };
+    if diff >= MIN_LOG_DIFF_FLOAT {
+        big + diff.exp().ln_1p()
+    } else {
+        big
+    }
+}
+
+/// Kaldi's float `VectorBase::LogSumExp()`: the maximum plus the log of a
+/// double sum of `exp(x − max)` over the terms within log(FLT_EPSILON) of it.
+pub fn log_sum_exp(v: &[f32]) -> f32 {
+    let mx = v.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    if mx == f32::NEG_INFINITY {
+        return mx;
+    }
+    let cutoff = mx + MIN_LOG_DIFF_FLOAT;
+    let s: f64 = v
+        .iter()
+        .filter(|&&f| f >= cutoff)
+        .map(|&f| (f - mx).exp() as f64)
+        .sum();
+    mx + (s.ln() as f32)
+}
+
+/// Kaldi's float `VectorBase::ApplySoftMax()`: turns `v` into posteriors
+/// (float running sum, scaled by the float of `1.0 / sum`) and returns the
+/// log of the sum of `exp(v)`.
+pub fn apply_softmax(v: &mut [f32]) -> f32 {
+    let mx = v.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mut sum = 0f32;
+    for x in v.iter_mut() {
+        *x = (*x - mx).exp();
+        sum += *x;
+    }
+    let scale = (1.0 / sum as f64) as f32;
+    for x in v.iter_mut() {
+        *x *= scale;
+    }
+    mx + sum.ln()
+}
+
+/// Log-likelihoods (log weight included) of the Gaussians `ids` of state
+/// `state` at frame `x`, in the order of `ids`: Kaldi's
+/// `DiagGmm::LogLikelihoodsPreselect` and `FullGmm::LogLikelihoodsPreselect`
+/// in Kaldi's float arithmetic (OpenBLAS `sdot` order, see
+/// [`blas_sdot`]), so the results are Kaldi's to the bit on the fixtures:
+/// - diagonal: `gconst + μΣ⁻¹·x − 0.5 (Σ⁻¹·x²)` (the last product in double);
+/// - full: `gconst + μΣ⁻¹·x − tr(Σ⁻¹ · xxᵀ/2)` over the packed lower
+///   triangles (off-diagonal terms once, diagonal halved).
+///
+/// An index outside the mixture is an error naming it.
+pub fn preselect_loglikes(
+    model: &AcousticModel,
+    state: usize,
+    x: &[f32],
+    ids: &[i32],
+) -> Result<Vec<f32>> {
+    let st = &model.states[state];
+    let d = model.dim;
+    let v = model.inv_var_len();
+    let n = st.num_components();
+    // x² (diagonal) or xxᵀ with a halved diagonal (full), as Kaldi forms it.
+    let sq: Vec<f32> = match model.kind {
+        CovKind::Diagonal => x.iter().map(|&a| a * a).collect(),
+        CovKind::Full => {
+            let mut sq = Vec::with_capacity(v);
+            for i in 0..d {
+                for j in 0..=i {
+                    let p = x[i] * x[j];
+                    sq.push(if i == j { 0.5 * p } else { p });
+                }
+            }
+            sq
+        }
+    };
+    ids.iter()
+        .map(|&g| {
+            let gi = usize::try_from(g)
+                .ok()
+                .filter(|&gi| gi < n)
+                .ok_or_else(|| {
+                    Error::Mismatch(format!(
+                        "Gaussian index {g} out of range (the model has {n} Gaussians)"
+                    ))
+                })?;
+            let mi = &st.means_invvars[gi * d..(gi + 1) * d];
+            let iv = &st.inv_vars[gi * v..(gi + 1) * v];
+            let lin = st.gconsts[gi] + blas_sdot(mi, x);
+            Ok(match model.kind {
+                CovKind::Diagonal => (lin as f64 - 0.5 * blas_sdot(iv, &sq) as f64) as f32,
+                CovKind::Full => lin - blas_sdot(&sq, iv),
+            })
+        })
+        .collect()
+}
+
+/// `frames × states` log-likelihoods of one utterance (`frames × dim`
+/// features, row-major) through an engine: gmm-compute-likes' matrix, or for
+/// a one-state model the per-frame likelihoods of gmm-global-get-frame-likes.
+pub fn state_loglikes(loaded: &mut dyn LoadedModel, feats: &[f32], dim: usize) -> Result<Vec<f32>> {
+    check_dim(feats, dim)?;
+    let frames = feats.len() / dim;
+    let mut out = vec![0f32; frames * loaded.num_states()];
+    loaded.state_loglikes(FrameBatch::new(feats, dim), &mut out)?;
+    Ok(out)
+}
+
+/// Frames per engine call when scoring whole archives: utterances are queued
+/// into batches of about this many frames (one call keeps a GPU busy).
+pub const BATCH_FRAMES: usize = 32768;
+/// Upper bound on `frames × states` log-likelihoods held for one batch (256 MB).
+pub const BATCH_VALUES: usize = 1 << 26;
+
+/// [`state_loglikes`] of several utterances (each `frames × dim`, row-major)
+/// in one engine call; returns each utterance's `frames × states` block.
+pub fn state_loglikes_batch(
+    loaded: &mut dyn LoadedModel,
+    utts: &[&[f32]],
+    dim: usize,
+) -> Result<Vec<Vec<f32>>> {
+    let ns = loaded.num_states();
+    let total: usize = utts.iter().map(|u| u.len()).sum();
+    let mut all = Vec::with_capacity(total);
+    for u in utts {
+        check_dim(u, dim)?;
+        all.extend_from_slice(u);
+    }
+    let ll = if total == 0 {
+        Vec::new()
+    } else {
+        state_loglikes(loaded, &all, dim)?
+    };
+    let mut out = Vec::with_capacity(utts.len());
+    let mut at = 0;
+    for u in utts {
+        let n = u.len() / dim * ns;
+        out.push(ll[at..at + n].to_vec());
+        at += n;
+    }
+    Ok(out)
+}
+
+/// `frames × components` log-likelihoods of the Gaussians of `state`.
+pub fn component_loglikes(
+    loaded: &mut dyn LoadedModel,
+    model: &AcousticModel,
+    state: usize,
+    feats: &[f32],
+    dim: usize,
+) -> Result<Vec<f32>> {
+    check_dim(feats, dim)?;
+    let frames = feats.len() / dim;
+    let mut out = vec![0f32; frames * model.states[state].num_components()];
+    loaded.component_loglikes(state, FrameBatch::new(feats, dim), &mut out)?;
+    Ok(out)
+}
+
+/// `FrameBatch::new` insists on whole rows of a non-zero dimension.
+fn check_dim(feats: &[f32], dim: usize) -> Result<()> {
+    if dim == 0 || feats.len() % dim != 0 {
+        return Err(Error::Mismatch(format!(
+            "{} feature values are not whole frames of dimension {dim}",
+            feats.len()
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::reference;
+
+    #[test]
+    fn log_add_and_log_sum_exp_agree_with_f64() {
+        let v = [-3.0f32, -1.5, -40.0, 0.25];
+        let r = reference::log_sum_exp(&v.map(|x| x as f64));
+        assert!((log_sum_exp(&v) as f64 - r).abs() < 1e-6);
+        let mut acc = f32::NEG_INFINITY;
+        for &x in &v {
+            acc = log_add(acc, x);
+        }
+        assert!((acc as f64 - r).abs() < 1e-6);
+        assert_eq!(log_sum_exp(&[]), f32::NEG_INFINITY);
+        let mut p = v;
+        let tot = apply_softmax(&mut p);
+        assert!((tot as f64 - r).abs() < 1e-6);
+        assert!((p.iter().sum::<f32>() - 1.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn batches_score_as_single_utterances() {
+        let g = amtool_formats::kaldi::gmm::DiagGmm::from_bytes(
+            &std::fs::read("testdata/kaldi/ubm.0.dubm").unwrap(),
+        )
+        .unwrap();
+        let m = AcousticModel::from_diag_gmm(&g);
+        let e = crate::engine::select(crate::engine::UseGpu::No, 1).unwrap();
+        let mut l = e.load(&m).unwrap();
+        let x: Vec<f32> = (0..m.dim * 7).map(|i| (i as f32 * 0.11).cos()).collect();
+        let (a, b) = x.split_at(m.dim * 3);
+        let batch = state_loglikes_batch(l.as_mut(), &[a, &[], b], m.dim).unwrap();
+        assert_eq!(batch[0], state_loglikes(l.as_mut(), a, m.dim).unwrap());
+        assert!(batch[1].is_empty());
+        assert_eq!(batch[2], state_loglikes(l.as_mut(), b, m.dim).unwrap());
+    }
+
+    #[test]
+    fn preselect_matches_the_reference_and_checks_indices() {
+        let g = amtool_formats::kaldi::gmm::DiagGmm::from_bytes(
+            &std::fs::read("testdata/kaldi/ubm.0.dubm").unwrap(),
+        )
+        .unwrap();
+        let m = AcousticModel::from_diag_gmm(&g);
+        let x: Vec<f32> = (0..m.dim).map(|i| (i as f32 * 0.37).sin()).collect();
+        let all = reference::component_loglikes(&m, &m.states[0], &x);
+        let got = preselect_loglikes(&m, 0, &x, &[5, 0, 63]).unwrap();
+        for (g, i) in got.iter().zip([5usize, 0, 63]) {
+            // Float arithmetic as Kaldi's: within float rounding of sums of ~80 terms.
+            assert!((*g as f64 - all[i]).abs() <= 1e-5 * all[i].abs().max(1.0));
+        }
+        let e = preselect_loglikes(&m, 0, &x, &[64])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("64") && e.contains("out of range"), "{e}");
+    }
+}
