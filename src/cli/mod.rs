@@ -7,6 +7,7 @@
 
 pub mod bench;
 pub mod copy;
+pub mod copy_to_htk;
 pub mod docs;
 pub mod kaldi;
 pub mod shims;
@@ -50,6 +51,8 @@ pub enum Command {
     /// Copy Kaldi tables or objects, converting binary/text (copy-feats, copy-matrix,
     /// copy-vector, copy-int-vector, copy-post, gmm-copy, gmm-global-copy, fgmm-global-copy).
     Copy(copy::CopyArgs),
+    /// Write each matrix of a Kaldi table as an HTK parameter file (copy-feats-to-htk).
+    CopyToHtk(copy_to_htk::CopyToHtkArgs),
     /// Create symlinks named like the Kaldi tools amtool replaces (put DIR first on PATH).
     Shims {
         /// Folder for the links (created if missing).
@@ -90,6 +93,7 @@ pub fn run(cli: Cli) -> i32 {
     match cli.command {
         Command::Bench(args) => bench::run(&args),
         Command::Copy(args) => copy::run(args),
+        Command::CopyToHtk(args) => copy_to_htk::run(&args),
         Command::Shims { dir } => {
             let exe = match std::env::current_exe() {
                 Ok(e) => e,
