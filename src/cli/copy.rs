@@ -261,7 +261,11 @@ pub fn copy_htk_object(
 /// size disagrees with it: say so, rather than "not a Kaldi object".
 fn truncated_param_file(buf: &[u8]) -> Option<FormatError> {
     use amtool_formats::htk::param::{ByteOrder, ParamHeader};
-    if buf.starts_with(b"\0B") || buf.len() < 12 || !buf[..12].contains(&0) {
+    if buf.starts_with(b"\0B")
+        || buf.len() < 12
+        || !buf[..12].contains(&0)
+        || ObjectKind::detect(buf) != ObjectKind::Unknown
+    {
         return None;
     }
     let h = ParamHeader::parse(buf, ByteOrder::Big).ok()?;
