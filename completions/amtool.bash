@@ -79,7 +79,7 @@ _amtool() {
             return 0
             ;;
         amtool__subcmd__bench)
-            opts="-h --engine --case --frames --gaussians --states --gaussians-per-state --dim --threads --reps --check-frames --help"
+            opts="-h --engine --case --frames --gaussians --states --gaussians-per-state --dim --threads --reps --path --check-frames --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -118,6 +118,10 @@ _amtool() {
                     return 0
                     ;;
                 --reps)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --path)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
