@@ -6,7 +6,9 @@
 //! Each file is copied the way a user would: a single object with `copy F OUT`
 //! (binary files must come back byte-identical, text ones token for token,
 //! which is Kaldi's own text form); an archive with `copy ark:F ark:OUT`
-//! (binary byte-identical, text token for token); a script file with
+//! (binary byte-identical, text token for token); where the fixtures hold
+//! Kaldi's text form of a binary file beside it (`X.txt`), our text copy
+//! equals it token for token; a script file with
 //! `copy scp:F ark:OUT` (paths made absolute); gzip files through
 //! `"ark:gunzip -c F|"`. Files that are no object amtool reads (trees, FSTs,
 //! symbol tables, nnet transition models, question files) must be refused
@@ -67,6 +69,66 @@ fn is_record(rel: &str) -> bool {
 fn is_lattice(rel: &str) -> bool {
     let name = rel.rsplit('/').next().unwrap();
     name.starts_with("lat")
+}
+
+/// Kaldi's own text form of a binary file, where the fixtures have one beside
+/// it (`X.txt` or `X` with its extension replaced by `.txt`).
+fn text_twin(
+    path: &Path,
+    rel: &str,
+    input: &[String],
+    tmp: &Path,
+    report: &mut Vec<String>,
+) -> Result<(), String> {
+    let with_txt = PathBuf::from(format!("{}.txt", path.display()));
+    let replaced = path.with_extension("txt");
+    let Some(twin) = [with_txt, replaced]
+        .into_iter()
+        .find(|p| p.exists() && p != path)
+    else {
+        return Ok(());
+    };
+    let kaldi = std::fs::read(&twin).unwrap();
+    if kaldi.starts_with(b"\0B") {
+        return Ok(());
+    }
+    let out = tmp.join("text").display().to_string();
+    // As amtool copy, then as copy-matrix (which reads every matrix as float:
+    // Kaldi's text of a double matrix made by copy-matrix has float digits).
+    let mut last = String::new();
+    for tool in ["amtool-copy", "copy-matrix"] {
+        let mut args = vec!["copy".to_string(), format!("--kaldi-tool={tool}")];
+        if input[0].starts_with("ark:") {
+            args.push(input[0].clone());
+            args.push(format!("ark,t:{out}"));
+        } else {
+            args.push("--binary=false".into());
+            args.push(input[0].clone());
+            args.push(out.clone());
+        }
+        let (code, err) = amtool(&args);
+        if code != 0 {
+            return Err(format!("{rel}: text copy failed: {err}"));
+        }
+        let (a, b) = (tokens(&std::fs::read(&out).unwrap()), tokens(&kaldi));
+        if a == b {
+            report.push(format!(
+                "  its text form (as {tool}) equals Kaldi's {}",
+                twin.display()
+            ));
+            return Ok(());
+        }
+        let i = a
+            .iter()
+            .zip(&b)
+            .position(|(x, y)| x != y)
+            .unwrap_or(a.len().min(b.len()));
+        last = format!("as {tool}, token {i}: {:?} vs {:?}", a.get(i), b.get(i));
+    }
+    Err(format!(
+        "{rel}: our text differs from Kaldi's {}: {last}",
+        twin.display()
+    ))
 }
 
 /// Outcome of one file, for the report.
@@ -135,6 +197,9 @@ fn check_file(
             return Err(format!("{rel}: copy is not identical to the original"));
         }
         report.push(format!("object, identical copy: {rel}"));
+        if binary {
+            text_twin(path, &rel, &[f.clone()], tmp, report)?;
+        }
         return Ok(());
     }
     if !err.contains(&f) {
@@ -159,6 +224,9 @@ fn check_file(
             return Err(format!("{rel}: archive copy is not identical"));
         }
         report.push(format!("archive, identical copy: {rel}"));
+        if bin_ark {
+            text_twin(path, &rel, &[format!("ark:{f}")], tmp, report)?;
+        }
         return Ok(());
     }
     if err.contains("give it as scp:FILE") {

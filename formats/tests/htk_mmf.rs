@@ -438,7 +438,10 @@ mod errors {
     fn unknown_macro_type_and_keyword() {
         // `~q` is no HTK macro type.
         let e = err(&format!("{HEAD}~q \"a\"\n{BODY}"));
-        assert!(e.contains("bad.mmf") && e.contains("line 2") && e.contains("~q"), "{e}");
+        assert!(
+            e.contains("bad.mmf") && e.contains("line 2") && e.contains("~q"),
+            "{e}"
+        );
         // Nor is <FOO> a keyword.
         let e = err(&format!(
             "{HEAD}~h \"a\"\n{}",
