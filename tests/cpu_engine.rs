@@ -185,3 +185,190 @@ fn mismatched_inputs_are_errors_not_panics() {
         ModelAccumulators::zeros(&model, UpdateFlags::default())
     );
 }
+
+// ---------------------------------------------------------------------------
+// Against Kaldi's own per-frame log-likelihoods (testdata/kaldi/feats/README.md
+// names the command behind each file; features are the first utterances of
+// feats_cmvn_deltas.ark, the same rows Kaldi scored).
+
+mod kaldi_fixtures {
+    use std::io::Read;
+
+    use amtool::engine::cpu::CpuEngine;
+    use amtool::engine::reference;
+    use amtool::engine::{Engine, FrameBatch};
+    use amtool::model::{AcousticModel, CovKind};
+    use amtool_formats::kaldi::gmm::{DiagGmm, FullGmm};
+    use amtool_formats::kaldi::matrix::{Matrix, Vector};
+    use amtool_formats::kaldi::model::KaldiModel;
+    use amtool_formats::kaldi::object::read_object;
+    use amtool_formats::kaldi::table::SequentialTableReader;
+
+    const FEATS: &str = "testdata/kaldi/feats";
+
+    /// A table in a (possibly gzipped) file, read through the formats crate.
+    fn table<H: amtool_formats::kaldi::holder::Holder>(name: &str) -> Vec<(String, H)> {
+        let path = format!("{FEATS}/{name}");
+        let dir = tempfile::tempdir().unwrap();
+        let plain = if name.ends_with(".gz") {
+            let mut out = Vec::new();
+            flate2::read::GzDecoder::new(&std::fs::read(&path).unwrap()[..])
+                .read_to_end(&mut out)
+                .unwrap();
+            let p = dir.path().join("table");
+            std::fs::write(&p, out).unwrap();
+            p.display().to_string()
+        } else {
+            path
+        };
+        SequentialTableReader::<H>::open(&format!("ark:{plain}"))
+            .unwrap()
+            .collect::<amtool_formats::Result<Vec<_>>>()
+            .unwrap()
+    }
+
+    fn feats() -> Vec<(String, Matrix<f32>)> {
+        table("feats_cmvn_deltas.first3.ark")
+    }
+
+    /// Our per-frame per-state log-likelihoods for one utterance.
+    fn state_loglikes(model: &AcousticModel, m: &Matrix<f32>, threads: usize) -> Vec<f32> {
+        let engine = CpuEngine::new(threads).unwrap();
+        let mut lm = engine.load(model).unwrap();
+        let mut out = vec![0f32; m.rows() * model.num_states()];
+        lm.state_loglikes(FrameBatch::new(m.data(), m.cols()), &mut out)
+            .unwrap();
+        out
+    }
+
+    /// Σ|terms| of one component's log-likelihood at `x`, in f64: |gconst| +
+    /// Σ|xᵢ bᵢ| + ½Σ|xᵢ xⱼ Aᵢⱼ| (A = Σ⁻¹ or diag(1/σ²), b = Σ⁻¹μ). Both sides
+    /// round at ~2⁻²⁴ of this size, whatever the size of the result: the
+    /// full-covariance UBM's log-likelihoods are small differences of terms of
+    /// ~10⁴ (Kaldi prints values such as -3.015625, a multiple of 2⁻⁶).
+    fn term_size(model: &AcousticModel, s: usize, c: usize, x: &[f32]) -> f64 {
+        let st = &model.states[s];
+        let d = model.dim;
+        let b = &st.means_invvars[c * d..(c + 1) * d];
+        let mut sum = (st.gconsts[c] as f64).abs();
+        sum += x
+            .iter()
+            .zip(b)
+            .map(|(&xi, &bi)| (xi as f64 * bi as f64).abs())
+            .sum::<f64>();
+        match model.kind {
+            CovKind::Diagonal => {
+                let a = &st.inv_vars[c * d..(c + 1) * d];
+                sum += 0.5
+                    * x.iter()
+                        .zip(a)
+                        .map(|(&xi, &ai)| (xi as f64 * xi as f64 * ai as f64).abs())
+                        .sum::<f64>();
+            }
+            CovKind::Full => {
+                let a = &st.inv_vars[c * d * (d + 1) / 2..(c + 1) * d * (d + 1) / 2];
+                for i in 0..d {
+                    for j in 0..d {
+                        let (r, k) = if j <= i { (i, j) } else { (j, i) };
+                        let aij = a[r * (r + 1) / 2 + k] as f64;
+                        sum += 0.5 * (x[i] as f64 * x[j] as f64 * aij).abs();
+                    }
+                }
+            }
+        }
+        sum
+    }
+
+    /// Largest |ours − Kaldi's| / allowed over all frames and states, where
+    /// allowed = TOL × the size of the terms of the component that dominates
+    /// the state's log-likelihood (by the f64 reference) + PRINT × |Kaldi's|.
+    /// Below 1 passes.
+    fn max_scaled_diff(model: &AcousticModel, m: &Matrix<f32>, ours: &[f32], kaldi: &[f32]) -> f64 {
+        let ns = model.num_states();
+        assert_eq!(ours.len(), kaldi.len(), "value counts differ");
+        assert_eq!(ours.len(), m.rows() * ns, "value counts differ");
+        let mut worst = 0f64;
+        for t in 0..m.rows() {
+            let x = &m.data()[t * m.cols()..(t + 1) * m.cols()];
+            for s in 0..ns {
+                let ll = reference::component_loglikes(model, &model.states[s], x);
+                let c = (0..ll.len())
+                    .max_by(|&a, &b| ll[a].total_cmp(&ll[b]))
+                    .unwrap();
+                let diff = (ours[t * ns + s] as f64 - kaldi[t * ns + s] as f64).abs();
+                let allowed =
+                    TOL * term_size(model, s, c, x) + PRINT * (kaldi[t * ns + s] as f64).abs();
+                worst = worst.max(diff / allowed);
+            }
+        }
+        worst
+    }
+
+    // Tolerance for every comparison below: |ours − Kaldi's| ≤ 1e-6 × the
+    // summed |terms| of the dominant Gaussian (see `term_size`). Kaldi sums
+    // gconst + x·b − ½xᵀAx in f32 in BLAS order (2D = 78 terms diagonal,
+    // D + D(D+1)/2 = 858 full), we sum in another f32 order; each side's
+    // rounding is about 2⁻²⁴·√K of the term size (4e-7 diagonal, 2e-6 at
+    // worst for full; observed up to 8e-7 full, 4e-7 diagonal). Kaldi's text forms add %.7g
+    // printing: 7 significant digits, ≤ 5e-7 of the value (PRINT).
+    const TOL: f64 = 1e-6;
+    const PRINT: f64 = 5e-7;
+
+    #[test]
+    fn gmm_compute_likes_of_final_mdl() {
+        let buf = std::fs::read("testdata/kaldi/final.mdl").unwrap();
+        let model = AcousticModel::from_am_diag_gmm(&KaldiModel::from_bytes(&buf).unwrap().am);
+        let kaldi = table::<Matrix<f32>>("likes_first1.txt.gz");
+        assert_eq!(kaldi.len(), 1);
+        let (key, feats) = &feats()[0];
+        assert_eq!(&kaldi[0].0, key);
+        assert_eq!(
+            (kaldi[0].1.rows(), kaldi[0].1.cols()),
+            (feats.rows(), model.num_states())
+        );
+        for threads in [1, 2] {
+            let ours = state_loglikes(&model, feats, threads);
+            let d = max_scaled_diff(&model, feats, &ours, kaldi[0].1.data());
+            eprintln!("gmm-compute-likes {key}: {threads} thread(s), max diff / allowed {d:.3}");
+            assert!(d < 1.0, "{key}: max diff / allowed {d}");
+        }
+    }
+
+    #[test]
+    fn gmm_global_get_frame_likes_of_diag_ubm() {
+        let g: DiagGmm =
+            read_object(&std::fs::read("testdata/kaldi/train/ubm.1.dubm").unwrap()).unwrap();
+        let model = AcousticModel::from_diag_gmm(&g);
+        // The binary archive (exact f32s) and the text form Kaldi printed.
+        for name in [
+            "ubm.1.frame_likes.first3.ark",
+            "ubm.1.frame_likes_first3.txt",
+        ] {
+            let kaldi = table::<Vector<f32>>(name);
+            let feats = feats();
+            assert_eq!(kaldi.len(), 3, "{name}");
+            for ((k, want), (key, m)) in kaldi.iter().zip(&feats) {
+                assert_eq!(k, key);
+                let d = max_scaled_diff(&model, m, &state_loglikes(&model, m, 2), &want.data);
+                eprintln!("gmm-global-get-frame-likes {name} {key}: max diff / allowed {d:.3}");
+                assert!(d < 1.0, "{name} {key}: max diff / allowed {d}");
+            }
+        }
+    }
+
+    #[test]
+    fn fgmm_global_get_frame_likes_of_full_ubm() {
+        let g: FullGmm =
+            read_object(&std::fs::read("testdata/kaldi/train/fubm.1.fubm").unwrap()).unwrap();
+        let model = AcousticModel::from_full_gmm(&g);
+        let kaldi = table::<Vector<f32>>("fubm.1.frame_likes_first3.txt.gz");
+        let feats = feats();
+        assert_eq!(kaldi.len(), 3);
+        for ((k, want), (key, m)) in kaldi.iter().zip(&feats) {
+            assert_eq!(k, key);
+            let d = max_scaled_diff(&model, m, &state_loglikes(&model, m, 2), &want.data);
+            eprintln!("fgmm-global-get-frame-likes {key}: max diff / allowed {d:.3}");
+            assert!(d < 1.0, "{key}: max diff / allowed {d}");
+        }
+    }
+}

@@ -435,6 +435,25 @@ mod errors {
     }
 
     #[test]
+    fn unknown_macro_type_and_keyword() {
+        // `~q` is no HTK macro type.
+        let e = err(&format!("{HEAD}~q \"a\"\n{BODY}"));
+        assert!(
+            e.contains("bad.mmf") && e.contains("line 2") && e.contains("~q"),
+            "{e}"
+        );
+        // Nor is <FOO> a keyword.
+        let e = err(&format!(
+            "{HEAD}~h \"a\"\n{}",
+            BODY.replace("<MEAN> 2", "<FOO> 2")
+        ));
+        assert!(
+            e.contains("bad.mmf") && e.contains("unknown symbol <FOO>") && e.contains("line 6"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn duplicate_and_bad_sums() {
         let e = err(&format!("{HEAD}~h \"a\"\n{BODY}~h \"a\"\n{BODY}"));
         assert!(e.contains("already defined"), "{e}");

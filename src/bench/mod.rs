@@ -16,6 +16,7 @@
 pub mod e2e;
 pub mod json;
 pub mod random;
+pub mod read;
 
 use std::time::Instant;
 
@@ -50,6 +51,8 @@ pub struct BenchConfig {
     /// Most frames the f64 reference checks.
     pub check_frames: usize,
     pub seed: u64,
+    /// Folder for the read cases' temporary archives (default: the system's).
+    pub path: Option<std::path::PathBuf>,
 }
 
 impl Default for BenchConfig {
@@ -63,6 +66,7 @@ impl Default for BenchConfig {
             reps: 3,
             check_frames: 20_000,
             seed: 1,
+            path: None,
         }
     }
 }
@@ -81,9 +85,11 @@ pub fn run_case(
         "fullcov_score_seed001" => fullcov(engine, cfg, emit),
         "acc_ali" => acc_ali(engine, cfg, emit),
         "acc_stats_ark" => e2e::acc_stats_ark(engine, cfg, emit),
+        "read_ark" | "read_ark_compressed" => read::run(name, cfg, emit),
         _ => Err(Error::Usage(format!(
-            "unknown benchmark case {name:?} (cases: {})",
-            CASES.join(", ")
+            "unknown benchmark case {name:?} (cases: {}, and {})",
+            CASES.join(", "),
+            read::READ_CASES.join(", ")
         ))),
     }
 }
@@ -353,6 +359,16 @@ fn score(
         j = j
             .int("block_states", DEFAULT_BLOCK_STATES)
             .num("padding_overhead", layout.padding_overhead());
+        // The block size is a parameter: the overhead each candidate would
+        // have, and the one `layout::choose_block_states` picks for this model.
+        for &b in &crate::layout::CANDIDATE_BLOCK_STATES {
+            let o = StateBlockLayout::new(&counts, b).padding_overhead();
+            j = j.num(&format!("padding_overhead_b{b}"), o);
+        }
+        j = j.int(
+            "chosen_block_states",
+            crate::layout::choose_block_states(&counts),
+        );
     }
     emit(
         &timing

@@ -11,8 +11,10 @@ pub struct BenchArgs {
     /// Engine to run: cpu or cuda.
     #[arg(long, default_value = "cpu", value_name = "NAME")]
     pub engine: String,
-    /// Case to run (repeatable; default: all): estep_seed000, score_seed002,
-    /// score_seed002_var, fullcov_score_seed001, acc_ali.
+    /// Case to run (repeatable; default: all engine cases): estep_seed000, score_seed002,
+    /// score_seed002_var, fullcov_score_seed001, acc_ali; and the feature-archive read
+    /// cases (never by default; they write --frames x --dim floats, ~1 GB): read_ark,
+    /// read_ark_compressed.
     #[arg(long = "case", value_name = "NAME")]
     pub cases: Vec<String>,
     /// Frames per case (T for estep_seed000) instead of the paper's.
@@ -37,6 +39,9 @@ pub struct BenchArgs {
     /// for figures you publish).
     #[arg(long, default_value_t = 3, value_name = "N")]
     pub reps: usize,
+    /// Folder for the temporary archives of the read cases (default: the system's temp folder).
+    #[arg(long, value_name = "DIR")]
+    pub path: Option<std::path::PathBuf>,
     /// Most frames checked against the float64 reference.
     #[arg(long, default_value_t = 20_000, value_name = "N")]
     pub check_frames: usize,
@@ -56,6 +61,7 @@ pub fn run(args: &BenchArgs) -> i32 {
         dim: args.dim,
         reps: args.reps,
         check_frames: args.check_frames.max(1),
+        path: args.path.clone(),
         ..BenchConfig::default()
     };
     let cases: Vec<String> = if args.cases.is_empty() {

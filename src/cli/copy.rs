@@ -9,6 +9,13 @@
 //! stdin, `cmd |` = pipe) whose kind is detected by [`copy_single_object`],
 //! and OUT is written atomically.
 //!
+//! HTK files are copied too: an MMF (text or binary, detected) is written as
+//! an HTK binary (`--binary=true`) or text MMF in HTK's own layout; an HTK
+//! parameter file given as IN is written as a Kaldi feature matrix (binary or
+//! `--binary=false` text); `--htk-in` reads a table of HTK parameter files
+//! (`scp:` of `key file.mfc` lines), as Kaldi's `copy-feats --htk-in`. The
+//! other direction is `amtool copy-to-htk` (`copy-feats-to-htk`).
+//!
 //! `amtool copy` keeps matrices as stored (float, double or compressed), so a
 //! binary copy is byte-identical. Run as `copy-feats`/`copy-matrix` it does what
 //! those tools do: matrices become float (decompressed), or are compressed with
@@ -16,6 +23,8 @@
 
 use clap::Args;
 
+use amtool_formats::htk::mmf::HmmSet;
+use amtool_formats::htk::param::ParamFile;
 use amtool_formats::kaldi::any::{detect_entry, AnyObject, ObjectType};
 use amtool_formats::kaldi::compressed::{CompressedMatrix, CompressionMethod};
 use amtool_formats::kaldi::files::{printable_rx, printable_wx, read_rxfilename, write_wxfilename};
@@ -44,6 +53,10 @@ pub struct CopyArgs {
     /// 4 two-byte signed integer, 5 one-byte auto (CM3), 6 one-byte unsigned integer, 7 one-byte 0..1.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub compression_method: i32,
+    /// Read the input table's objects as HTK parameter files (copy-feats --htk-in).
+    #[arg(long, value_name = "BOOL", default_value = "false", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = kaldi::parse_bool)]
+    pub htk_in: bool,
     /// The Kaldi tool this copy stands in for (set by the shims: copy-feats, copy-matrix, ...).
     #[arg(long, hide = true, default_value = "amtool-copy")]
     pub kaldi_tool: String,
@@ -121,6 +134,9 @@ fn copy_table(args: &CopyArgs) -> Result<i32, String> {
         ));
     }
     let compress = method(args)?;
+    if args.htk_in {
+        return copy_htk_table(args, compress);
+    }
     let float_tool = as_float_tool(&args.kaldi_tool);
     let spec = RSpecifier::parse(&args.input).map_err(|e| e.0)?;
     let mut reader =
@@ -170,6 +186,103 @@ fn copy_table(args: &CopyArgs) -> Result<i32, String> {
         None => crate::kaldi_log!("Copied 0 objects."),
     }
     Ok(if num_done != 0 { 0 } else { 1 })
+}
+
+/// `copy-feats --htk-in`: every entry is an HTK parameter file; its frames are
+/// written as a Kaldi float (or, with `--compress`, compressed) matrix.
+fn copy_htk_table(args: &CopyArgs, compress: Option<CompressionMethod>) -> Result<i32, String> {
+    let mut reader =
+        SequentialTableReader::<ParamFile>::open(&args.input).map_err(|e| e.to_string())?;
+    let mut writer = TableWriter::<AnyObject>::open(&args.output).map_err(|e| e.to_string())?;
+    let mut num_done = 0usize;
+    while let Some((key, f)) = reader.next_entry().map_err(|e| e.to_string())? {
+        let out = transform(AnyObject::FloatMatrix(f.to_matrix()), compress, true)
+            .map_err(|m| format!("{}: key {key}: {m}", printable_rx(&args.input)))?;
+        writer.write(&key, &out).map_err(|e| e.to_string())?;
+        num_done += 1;
+    }
+    writer.close().map_err(|e| e.to_string())?;
+    crate::kaldi_log!("Copied {num_done} feature matrices.");
+    Ok(if num_done != 0 { 0 } else { 1 })
+}
+
+/// Does the file look like an HTK MMF (first token a macro `~x` or `<BEGINHMM>`)?
+/// No Kaldi object starts that way.
+pub fn looks_like_mmf(buf: &[u8]) -> bool {
+    let start = buf
+        .iter()
+        .position(|c| !c.is_ascii_whitespace())
+        .unwrap_or(buf.len());
+    let rest = &buf[start..];
+    rest.starts_with(b"~") || rest.len() >= 10 && rest[..10].eq_ignore_ascii_case(b"<BEGINHMM>")
+}
+
+/// Copy an HTK file (MMF or parameter file), if `buf` is one: the bytes to
+/// write and the log line, or `None` for a file that is not HTK's.
+pub fn copy_htk_object(
+    buf: &[u8],
+    binary: bool,
+    in_name: &str,
+    out_name: &str,
+) -> Option<Result<(Vec<u8>, String), FormatError>> {
+    if ParamFile::looks_like(buf) {
+        return Some(ParamFile::parse(buf).map(|f| {
+            let m = f.to_matrix();
+            let log = format!(
+                "Copied HTK parameter file ({}, {} frames of {}) to {out_name} as a Kaldi matrix",
+                f.kind,
+                m.rows(),
+                m.cols()
+            );
+            (object_to_bytes(&m, binary), log)
+        }));
+    }
+    if looks_like_mmf(buf) {
+        return Some(HmmSet::parse(buf, in_name).map(|set| {
+            let n = set.hmm_names().count();
+            let (bytes, form) = if binary {
+                (set.to_binary(None), "binary")
+            } else {
+                (set.to_text(None), "text")
+            };
+            (
+                bytes,
+                format!("Written HTK MMF ({n} HMMs, {form}) to {out_name}"),
+            )
+        }));
+    }
+    if let Some(e) = truncated_param_file(buf) {
+        return Some(Err(e));
+    }
+    None
+}
+
+/// A binary file whose big-endian header is a plausible HTK header but whose
+/// size disagrees with it: say so, rather than "not a Kaldi object".
+fn truncated_param_file(buf: &[u8]) -> Option<FormatError> {
+    use amtool_formats::htk::param::{ByteOrder, ParamHeader};
+    if buf.starts_with(b"\0B")
+        || buf.len() < 12
+        || !buf[..12].contains(&0)
+        || ObjectKind::detect(buf) != ObjectKind::Unknown
+    {
+        return None;
+    }
+    let h = ParamHeader::parse(buf, ByteOrder::Big).ok()?;
+    let want = h.file_len()?;
+    (h.plausible() && want != buf.len()).then(|| {
+        FormatError::format(
+            amtool_formats::Pos::Byte(buf.len().min(want) as u64),
+            format!(
+                "HTK parameter file ({}, {} samples of {} bytes) should be {want} bytes, has {}{}",
+                h.kind,
+                h.n_samples,
+                h.samp_size,
+                buf.len(),
+                if buf.len() < want { ": truncated" } else { "" }
+            ),
+        )
+    })
 }
 
 /// Re-encode one object with Kaldi's reader/writer for type `T`.
@@ -240,13 +353,16 @@ fn copy_single(args: &CopyArgs) -> Result<i32, String> {
     let rx = RxFilename::classify(&args.input).map_err(|e| e.0)?;
     let data = read_rxfilename(&rx).map_err(|e| e.to_string())?;
     let out_name = printable_wx(&args.output);
-    let (bytes, log) = copy_single_object(
-        &data,
-        args.binary,
-        &out_name,
-        as_float_tool(&args.kaldi_tool),
-    )
-    .map_err(|e| e.in_file(&in_name).to_string())?;
+    let (bytes, log) = match copy_htk_object(&data, args.binary, &in_name, &out_name) {
+        Some(r) => r.map_err(|e| e.in_file(&in_name).to_string())?,
+        None => copy_single_object(
+            &data,
+            args.binary,
+            &out_name,
+            as_float_tool(&args.kaldi_tool),
+        )
+        .map_err(|e| e.in_file(&in_name).to_string())?,
+    };
     write_wxfilename(&args.output, |w| w.write_all(&bytes)).map_err(|e| e.to_string())?;
     crate::kaldi_log!("{log}");
     Ok(0)

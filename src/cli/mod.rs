@@ -8,6 +8,7 @@
 pub mod acc_stats;
 pub mod bench;
 pub mod copy;
+pub mod copy_to_htk;
 pub mod docs;
 pub mod engine_args;
 pub mod est;
@@ -83,6 +84,8 @@ pub enum Command {
     /// Relevance-MAP adaptation of a diagonal UBM per speaker or utterance (GMM-UBM
     /// speaker recognition): adapted GMMs or mean supervectors.
     UbmMap(ubm_map::UbmMapArgs),
+    /// Write each matrix of a Kaldi table as an HTK parameter file (copy-feats-to-htk).
+    CopyToHtk(copy_to_htk::CopyToHtkArgs),
     /// Create symlinks named like the Kaldi tools amtool replaces (put DIR first on PATH).
     Shims {
         /// Folder for the links (created if missing).
@@ -132,6 +135,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::GselectToPost(args) => gselect_to_post::run(args),
         Command::MapAdapt(args) => map_adapt::run(args),
         Command::UbmMap(args) => ubm_map::run(args),
+        Command::CopyToHtk(args) => copy_to_htk::run(&args),
         Command::Shims { dir } => {
             let exe = match std::env::current_exe() {
                 Ok(e) => e,

@@ -20,6 +20,10 @@ pub const SHIMS: &[Shim] = &[
         argv: &["copy", "--kaldi-tool=copy-feats"],
     },
     Shim {
+        tool: "copy-feats-to-htk",
+        argv: &["copy-to-htk"],
+    },
+    Shim {
         tool: "copy-matrix",
         argv: &["copy", "--kaldi-tool=copy-matrix"],
     },

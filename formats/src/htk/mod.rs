@@ -4,6 +4,7 @@
 //! - [`mmf`]: master macro files (`HmmSet`, shared structures, HMM lists)
 //! - [`param`]: parameter files (all kinds and qualifiers, `_C`, `_K`)
 //! - [`mlf`], [`script`], [`config`]: label, script and configuration files
+//! - [`table`]: parameter files as Kaldi table objects (`copy-feats --htk-in`)
 //! - [`parmkind`], [`strings`], [`cfmt`]: the small shared conventions
 
 pub mod cfmt;
@@ -14,6 +15,7 @@ pub mod param;
 pub mod parmkind;
 pub mod script;
 pub mod strings;
+pub mod table;
 
 use std::io::Write;
 use std::path::Path;

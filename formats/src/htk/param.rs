@@ -151,6 +151,15 @@ impl ParamHeader {
         })
     }
 
+    /// Bytes of the whole file this header describes: the header, nSamples ×
+    /// sampSize (for `_C` the A/B rows are counted in nSamples) and the `_K`
+    /// checksum.
+    pub fn file_len(&self) -> Option<usize> {
+        let n = usize::try_from(self.n_samples).ok()?;
+        let data = n.checked_mul(self.samp_size as usize)?;
+        Some(12 + data + if self.kind.has(HASCRCC) { 2 } else { 0 })
+    }
+
     /// The plausibility test of HWave's `ReadHTKHeader`-style guessing: used to
     /// tell big- from little-endian files.
     pub fn plausible(&self) -> bool {
@@ -194,6 +203,20 @@ impl ParamFile {
         // changed underneath us gives wrong numbers, not undefined behaviour we rely on.
         let map = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| Error::io(&name, e))?;
         Self::parse(&map).map_err(|e| e.in_file(&name))
+    }
+
+    /// Whether `bytes` look like one whole HTK parameter file: a plausible
+    /// header (in either byte order) whose sizes account for exactly
+    /// `bytes.len()` bytes. Used to tell parameter files from other files
+    /// (a Kaldi binary object starts with `\0B`, an MMF with text).
+    pub fn looks_like(bytes: &[u8]) -> bool {
+        if bytes.starts_with(b"\0B") {
+            return false;
+        }
+        [ByteOrder::Big, ByteOrder::Little].into_iter().any(|o| {
+            ParamHeader::parse(bytes, o)
+                .is_ok_and(|h| h.plausible() && h.file_len() == Some(bytes.len()))
+        })
     }
 
     /// Read with the byte order guessed from the header.

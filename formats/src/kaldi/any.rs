@@ -9,6 +9,8 @@
 //!   and posterior in turn and the first that ends exactly at an entry
 //!   boundary (end of data, or `key ` + `\0B`) wins; a lone `\x08` double or a
 //!   lone `\x04` value is a basic value;
+//! - GMM objects (archives of per-speaker models, as gmm-adapt-map writes):
+//!   the first token `<DIMENSION>` (AmDiagGmm), `<DiagGMM>`, `<FullGMM>`;
 //! - text: ` [` + newline is a matrix, ` [ ...` a vector (Kaldi objects start
 //!   with a space), `[ ` a posterior, a line ending in `;` a vector of vectors,
 //!   a line with `;` a pair vector, one number with a point or exponent a
@@ -21,6 +23,7 @@
 use std::io::{self, Write};
 
 use super::compressed::CompressedMatrix;
+use super::gmm::{AmDiagGmm, DiagGmm, FullGmm};
 use super::holder::{Basic, Holder, Int32PairVector, Int32Vector, Int32VectorVector, Posterior};
 use super::io::{is_space, Reader};
 use super::matrix::{Matrix, PackedMatrix, Vector};
@@ -42,6 +45,10 @@ pub enum ObjectType {
     Posterior,
     Float,
     Double,
+    /// Per-speaker or per-utterance models (gmm-adapt-map writes these).
+    AmDiagGmm,
+    DiagGmm,
+    FullGmm,
 }
 
 impl ObjectType {
@@ -61,6 +68,9 @@ impl ObjectType {
             ObjectType::Posterior => "posterior",
             ObjectType::Float => "float",
             ObjectType::Double => "double",
+            ObjectType::AmDiagGmm => "AmDiagGmm",
+            ObjectType::DiagGmm => "DiagGmm",
+            ObjectType::FullGmm => "FullGmm",
         }
     }
 
@@ -111,6 +121,9 @@ pub fn detect_entry(buf: &[u8]) -> Option<ObjectType> {
             b"DV" => return Some(ObjectType::DoubleVector),
             b"FP" => return Some(ObjectType::FloatPacked),
             b"DP" => return Some(ObjectType::DoublePacked),
+            b"<DIMENSION>" => return Some(ObjectType::AmDiagGmm),
+            b"<DiagGMM>" | b"<DiagGMMBegin>" => return Some(ObjectType::DiagGmm),
+            b"<FullGMM>" | b"<FullGMMBegin>" => return Some(ObjectType::FullGmm),
             _ => {}
         }
         if rest.first() == Some(&8) && rest.len() >= 9 && at_boundary(&rest[9..]) {
@@ -149,6 +162,12 @@ pub fn detect_entry(buf: &[u8]) -> Option<ObjectType> {
         .split(|&c| is_space(c))
         .filter(|w| !w.is_empty())
         .collect();
+    match trimmed.first().copied() {
+        Some(b"<DIMENSION>") => return Some(ObjectType::AmDiagGmm),
+        Some(b"<DiagGMM>") | Some(b"<DiagGMMBegin>") => return Some(ObjectType::DiagGmm),
+        Some(b"<FullGMM>") | Some(b"<FullGMMBegin>") => return Some(ObjectType::FullGmm),
+        _ => {}
+    }
     if line.starts_with(b"[") {
         return Some(ObjectType::Posterior);
     }
@@ -192,6 +211,9 @@ pub enum AnyObject {
     Posterior(Posterior),
     Float(Basic<f32>),
     Double(Basic<f64>),
+    AmDiagGmm(AmDiagGmm),
+    DiagGmm(DiagGmm),
+    FullGmm(FullGmm),
 }
 
 impl AnyObject {
@@ -211,6 +233,9 @@ impl AnyObject {
             ObjectType::Posterior => AnyObject::Posterior(Holder::read_holder(r)?),
             ObjectType::Float => AnyObject::Float(Holder::read_holder(r)?),
             ObjectType::Double => AnyObject::Double(Holder::read_holder(r)?),
+            ObjectType::AmDiagGmm => AnyObject::AmDiagGmm(Holder::read_holder(r)?),
+            ObjectType::DiagGmm => AnyObject::DiagGmm(Holder::read_holder(r)?),
+            ObjectType::FullGmm => AnyObject::FullGmm(Holder::read_holder(r)?),
         })
     }
 
@@ -229,6 +254,9 @@ impl AnyObject {
             AnyObject::Posterior(_) => ObjectType::Posterior,
             AnyObject::Float(_) => ObjectType::Float,
             AnyObject::Double(_) => ObjectType::Double,
+            AnyObject::AmDiagGmm(_) => ObjectType::AmDiagGmm,
+            AnyObject::DiagGmm(_) => ObjectType::DiagGmm,
+            AnyObject::FullGmm(_) => ObjectType::FullGmm,
         }
     }
 
@@ -268,6 +296,9 @@ impl Holder for AnyObject {
             AnyObject::Posterior(x) => x.write_holder(w, binary),
             AnyObject::Float(x) => x.write_holder(w, binary),
             AnyObject::Double(x) => x.write_holder(w, binary),
+            AnyObject::AmDiagGmm(x) => x.write_holder(w, binary),
+            AnyObject::DiagGmm(x) => x.write_holder(w, binary),
+            AnyObject::FullGmm(x) => x.write_holder(w, binary),
         }
     }
 
@@ -346,7 +377,16 @@ mod tests {
             detect_entry(b"1 2 ; 3 4 \n"),
             Some(ObjectType::Int32PairVector)
         );
-        assert_eq!(detect_entry(b"\0B<DiagGMM> "), None);
+        assert_eq!(detect_entry(b"\0B<DiagGMM> "), Some(ObjectType::DiagGmm));
+        assert_eq!(
+            detect_entry(b"\0B<DIMENSION> "),
+            Some(ObjectType::AmDiagGmm)
+        );
+        assert_eq!(
+            detect_entry(b"<FullGMM> <GCONSTS>"),
+            Some(ObjectType::FullGmm)
+        );
+        assert_eq!(detect_entry(b"\0B<Foo> "), None);
         assert_eq!(detect_entry(b"hello world\n"), None);
     }
 }

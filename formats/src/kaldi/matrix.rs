@@ -18,7 +18,6 @@
 use std::fmt::Debug;
 use std::io::{self, Write};
 
-use super::compressed::CompressedMatrix;
 use super::io::{fmt_g_into, is_space, Reader, Writer};
 use super::object::KaldiObject;
 use crate::error::Result;
@@ -505,7 +504,10 @@ impl<T: Real> KaldiObject for Matrix<T> {
     fn read(r: &mut Reader<'_>) -> Result<Self> {
         if r.binary() {
             match r.peek_byte() {
-                Some(b'C') => return Ok(CompressedMatrix::read(r)?.to_matrix::<T>()),
+                // Decode straight from the (memory-mapped) bytes, no owned copy.
+                Some(b'C') => {
+                    return Ok(super::compressed::CompressedRef::read(r)?.to_matrix::<T>())
+                }
                 Some(c) if c == T::OTHER_CHAR => {
                     return Ok(if T::SIZE == 4 {
                         Matrix::<f64>::read(r)?.convert()

@@ -141,8 +141,19 @@ pub enum ObjectKind {
 }
 
 impl ObjectKind {
-    /// Look at the start of a file.
+    /// Look at the start of a file. Files that are no Kaldi object at all
+    /// (archives, script files, symbol tables, FSTs, gzip files) are
+    /// [`ObjectKind::Other`] with a text that says what they are.
     pub fn detect(buf: &[u8]) -> ObjectKind {
+        match Self::detect_object(buf) {
+            ObjectKind::Unknown => {
+                not_an_object(buf).map_or(ObjectKind::Unknown, ObjectKind::Other)
+            }
+            k => k,
+        }
+    }
+
+    fn detect_object(buf: &[u8]) -> ObjectKind {
         let Ok((binary, hdr)) = read_binary_header(buf) else {
             return ObjectKind::Unknown;
         };
@@ -192,10 +203,10 @@ impl ObjectKind {
             }
             "FM" | "DM" | "CM" | "CM2" | "CM3" => ObjectKind::Matrix,
             "ContextDependency" => {
-                ObjectKind::Other("this file holds a ContextDependency tree, not a GMM model")
+                ObjectKind::Other("this file holds a Kaldi ContextDependency tree (decision tree), which amtool does not read")
             }
             "<Questions>" => {
-                ObjectKind::Other("this file holds tree-building Questions, not a GMM model")
+                ObjectKind::Other("this file holds Kaldi tree-building Questions, which amtool does not read")
             }
             "<Nnet>" | "<Nnet3>" | "<AmNnet>" | "<NnetProto>" => {
                 ObjectKind::Other("this file holds an nnet model, not a GMM model")
@@ -244,6 +255,67 @@ impl ObjectKind {
             ObjectKind::Unknown => "an unrecognised object",
         }
     }
+}
+
+/// What a file that is not one Kaldi object holds, judged from its start.
+fn not_an_object(buf: &[u8]) -> Option<&'static str> {
+    if buf.starts_with(&[0x1f, 0x8b]) {
+        return Some("this file is gzip-compressed; read it through a pipe (\"gunzip -c FILE |\", or \"ark:gunzip -c FILE|\" for an archive)");
+    }
+    if buf.starts_with(&0x7eb2fdd6u32.to_le_bytes()) {
+        return Some(
+            "this file holds an OpenFst FST (a decoding graph), which amtool does not read",
+        );
+    }
+    // Text: the first word, then what follows it on its line.
+    let word_end = buf.iter().position(|c| c.is_ascii_whitespace())?;
+    if word_end == 0 || buf[..word_end].iter().any(|&c| !c.is_ascii_graphic()) {
+        return None;
+    }
+    let after = &buf[word_end + 1..];
+    if after.starts_with(&0x7eb2fdd6u32.to_le_bytes()) {
+        return Some("this file is a Kaldi archive of OpenFst FSTs (e.g. training graphs or lattices), which amtool copy does not read");
+    }
+    if after.starts_with(b"\0B") {
+        return Some("this file is a Kaldi archive (KEY object ...), not a single object; give it as ark:FILE");
+    }
+    let first_line = buf.split(|&c| c == b'\n').next().unwrap_or(&[]);
+    let line_text = String::from_utf8_lossy(first_line);
+    let fields: Vec<&str> = line_text.split_whitespace().collect();
+    if fields.get(1) == Some(&"[")
+        || fields
+            .get(1)
+            .is_some_and(|f| f.starts_with('<') && f.ends_with('>'))
+    {
+        return Some("this file is a Kaldi text archive (KEY object entries), not a single object; give it as ark:FILE");
+    }
+    let lines: Vec<String> = buf
+        .split(|&c| c == b'\n')
+        .take(50)
+        .map(|l| String::from_utf8_lossy(l).into_owned())
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    let two_fields = |l: &String| l.split_whitespace().count() == 2;
+    if !lines.is_empty() && lines.iter().all(two_fields) {
+        let second = |l: &String| l.split_whitespace().nth(1).unwrap_or("").to_string();
+        if lines.iter().all(|l| second(l).parse::<i64>().is_ok()) {
+            return Some("this file is a symbol table (symbol and integer per line, like words.txt or phones.txt), not a Kaldi object");
+        }
+        if lines.iter().all(|l| second(l).parse::<f64>().is_ok()) {
+            return Some("this file is a Kaldi text archive (KEY value per line), not a single object; give it as ark:FILE");
+        }
+        return Some(
+            "this file is a Kaldi script file (KEY location per line); give it as scp:FILE",
+        );
+    }
+    if fields.len() > 1
+        && fields[1..]
+            .iter()
+            .all(|f| f.parse::<i64>().is_ok() || *f == ";")
+    {
+        return Some("this file is a Kaldi text archive of integer vectors (KEY 1 2 3 ... per line); give it as ark:FILE");
+    }
+    None
 }
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {

@@ -218,6 +218,10 @@ impl<'a> Lexer<'a> {
                 self.pos += 1;
                 match t {
                     Some(t) if b"smuxdcrabgfyjvitwho".contains(&t) => Ok(Token::Macro(t)),
+                    Some(t) if t.is_ascii_graphic() => Err(self.err(format!(
+                        "unknown macro type ~{} (HTK's are ~s ~m ~u ~x ~d ~c ~r ~a ~b ~g ~f ~y ~j ~v ~i ~t ~w ~h ~o)",
+                        t as char
+                    ))),
                     _ => Err(self.err("illegal macro type after '~'")),
                 }
             }
