@@ -14,6 +14,7 @@ pub mod engine;
 pub mod error;
 pub mod layout;
 pub mod model;
+pub mod score;
 pub mod stats;
 pub mod train;
 

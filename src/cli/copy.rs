@@ -9,6 +9,12 @@
 //! stdin, `cmd |` = pipe) whose kind is detected by [`copy_single_object`],
 //! and OUT is written atomically.
 //!
+//! Lattice archives are copied as lattice-copy does: compact lattices stay
+//! compact; `--write-compact=false` writes non-compact `Lattice`s
+//! (converting compact ones as Kaldi's `ConvertLattice` does). A non-compact
+//! input needs `--write-compact=false` (turning it compact needs OpenFst's
+//! `Factor`, which amtool does not have).
+//!
 //! `amtool copy` keeps matrices as stored (float, double or compressed), so a
 //! binary copy is byte-identical. Run as `copy-feats`/`copy-matrix` it does what
 //! those tools do: matrices become float (decompressed), or are compressed with
@@ -44,6 +50,11 @@ pub struct CopyArgs {
     /// 4 two-byte signed integer, 5 one-byte auto (CM3), 6 one-byte unsigned integer, 7 one-byte 0..1.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub compression_method: i32,
+    /// Lattices: write CompactLattice (true) or non-compact Lattice (false), as lattice-copy
+    /// (default there: true). Unset, `amtool copy` keeps lattices as stored.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = kaldi::parse_bool)]
+    pub write_compact: Option<bool>,
     /// The Kaldi tool this copy stands in for (set by the shims: copy-feats, copy-matrix, ...).
     #[arg(long, hide = true, default_value = "amtool-copy")]
     pub kaldi_tool: String,
@@ -93,6 +104,23 @@ fn transform(
     obj: AnyObject,
     compress: Option<CompressionMethod>,
     float_tool: bool,
+    write_compact: Option<bool>,
+) -> Result<AnyObject, String> {
+    match (obj, write_compact) {
+        (AnyObject::CompactLattice(c), Some(false)) => Ok(AnyObject::Lattice(c.to_lattice())),
+        (AnyObject::Lattice(_), Some(true)) => Err(
+            "this is a non-compact Lattice; converting it to a CompactLattice (OpenFst Factor) \
+             is not supported: copy it with --write-compact=false"
+                .to_string(),
+        ),
+        (obj, _) => transform_other(obj, compress, float_tool),
+    }
+}
+
+fn transform_other(
+    obj: AnyObject,
+    compress: Option<CompressionMethod>,
+    float_tool: bool,
 ) -> Result<AnyObject, String> {
     if let Some(m) = compress {
         let f = obj.to_float_matrix().ok_or_else(|| {
@@ -139,7 +167,7 @@ fn copy_table(args: &CopyArgs) -> Result<i32, String> {
                     None => detect_entry(r.remaining()).ok_or_else(|| {
                         r.error(
                             "cannot tell which Kaldi object this table holds (not a matrix, vector, \
-                             alignment, posterior, Gaussian selection or basic value)",
+                             alignment, posterior, Gaussian selection, lattice or basic value)",
                         )
                     })?,
                 };
@@ -150,7 +178,11 @@ fn copy_table(args: &CopyArgs) -> Result<i32, String> {
             break;
         };
         kind.get_or_insert(obj.object_type());
-        let out = transform(obj, compress, float_tool)
+        let write_compact = match args.write_compact {
+            None if args.kaldi_tool == "lattice-copy" => Some(true),
+            w => w,
+        };
+        let out = transform(obj, compress, float_tool, write_compact)
             .map_err(|m| format!("{}: key {key}: {m}", printable_rx(&args.input)))?;
         writer.write(&key, &out).map_err(|e| e.to_string())?;
         num_done += 1;
@@ -166,6 +198,9 @@ fn copy_table(args: &CopyArgs) -> Result<i32, String> {
         }
         Some(ObjectType::Int32Vector) => crate::kaldi_log!("Copied {num_done} vectors of int32."),
         Some(ObjectType::Posterior) => crate::kaldi_log!("Done copying {num_done} posteriors."),
+        Some(ObjectType::Lattice | ObjectType::CompactLattice) => {
+            crate::kaldi_log!("Done copying {num_done} lattices.")
+        }
         Some(t) => crate::kaldi_log!("Copied {num_done} objects ({}).", t.describe()),
         None => crate::kaldi_log!("Copied 0 objects."),
     }

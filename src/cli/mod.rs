@@ -9,6 +9,7 @@ pub mod bench;
 pub mod copy;
 pub mod docs;
 pub mod kaldi;
+pub mod rescore_lattice;
 pub mod shims;
 
 use std::ffi::OsString;
@@ -50,6 +51,8 @@ pub enum Command {
     /// Copy Kaldi tables or objects, converting binary/text (copy-feats, copy-matrix,
     /// copy-vector, copy-int-vector, copy-post, gmm-copy, gmm-global-copy, fgmm-global-copy).
     Copy(copy::CopyArgs),
+    /// Replace the acoustic scores on compact lattices using a new model (gmm-rescore-lattice).
+    RescoreLattice(rescore_lattice::RescoreLatticeArgs),
     /// Create symlinks named like the Kaldi tools amtool replaces (put DIR first on PATH).
     Shims {
         /// Folder for the links (created if missing).
@@ -90,6 +93,7 @@ pub fn run(cli: Cli) -> i32 {
     match cli.command {
         Command::Bench(args) => bench::run(&args),
         Command::Copy(args) => copy::run(args),
+        Command::RescoreLattice(args) => rescore_lattice::run(args),
         Command::Shims { dir } => {
             let exe = match std::env::current_exe() {
                 Ok(e) => e,

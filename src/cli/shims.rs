@@ -47,6 +47,14 @@ pub const SHIMS: &[Shim] = &[
         tool: "fgmm-global-copy",
         argv: &["copy", "--kaldi-tool=fgmm-global-copy"],
     },
+    Shim {
+        tool: "lattice-copy",
+        argv: &["copy", "--kaldi-tool=lattice-copy"],
+    },
+    Shim {
+        tool: "gmm-rescore-lattice",
+        argv: &["rescore-lattice"],
+    },
 ];
 
 pub fn find(tool: &str) -> Option<&'static Shim> {

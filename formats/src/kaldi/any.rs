@@ -14,6 +14,10 @@
 //!   a line with `;` a pair vector, one number with a point or exponent a
 //!   float, else a line of integers an alignment.
 //!
+//! - lattices (either form) come first: binary by the OpenFst magic number
+//!   and arc type, text by a newline after the key followed by tab-separated
+//!   printer lines ([`super::lattice::detect_lattice`]).
+//!
 //! Detection uses the first entry; the caller keeps that type for the whole
 //! table (an empty alignment, posterior and selection look the same and are
 //! written the same).
@@ -23,6 +27,7 @@ use std::io::{self, Write};
 use super::compressed::CompressedMatrix;
 use super::holder::{Basic, Holder, Int32PairVector, Int32Vector, Int32VectorVector, Posterior};
 use super::io::{is_space, Reader};
+use super::lattice::{detect_lattice, CompactLattice, Lattice, LatticeKind};
 use super::matrix::{Matrix, PackedMatrix, Vector};
 use crate::error::Result;
 
@@ -42,6 +47,8 @@ pub enum ObjectType {
     Posterior,
     Float,
     Double,
+    Lattice,
+    CompactLattice,
 }
 
 impl ObjectType {
@@ -61,6 +68,8 @@ impl ObjectType {
             ObjectType::Posterior => "posterior",
             ObjectType::Float => "float",
             ObjectType::Double => "double",
+            ObjectType::Lattice => "lattice",
+            ObjectType::CompactLattice => "compact lattice",
         }
     }
 
@@ -101,6 +110,11 @@ fn parses_to_boundary<H: Holder>(buf: &[u8]) -> bool {
 /// Detect the object at the start of `buf` (a table entry, from its binary
 /// marker on). `None` when it is none of the table types.
 pub fn detect_entry(buf: &[u8]) -> Option<ObjectType> {
+    match detect_lattice(buf) {
+        Some(LatticeKind::Lattice) => return Some(ObjectType::Lattice),
+        Some(LatticeKind::Compact) => return Some(ObjectType::CompactLattice),
+        None => {}
+    }
     if let [0, b'B', rest @ ..] = buf {
         let tok_end = rest.iter().position(|&c| c == b' ').unwrap_or(rest.len());
         match &rest[..tok_end] {
@@ -192,6 +206,8 @@ pub enum AnyObject {
     Posterior(Posterior),
     Float(Basic<f32>),
     Double(Basic<f64>),
+    Lattice(Lattice),
+    CompactLattice(CompactLattice),
 }
 
 impl AnyObject {
@@ -211,6 +227,8 @@ impl AnyObject {
             ObjectType::Posterior => AnyObject::Posterior(Holder::read_holder(r)?),
             ObjectType::Float => AnyObject::Float(Holder::read_holder(r)?),
             ObjectType::Double => AnyObject::Double(Holder::read_holder(r)?),
+            ObjectType::Lattice => AnyObject::Lattice(Holder::read_holder(r)?),
+            ObjectType::CompactLattice => AnyObject::CompactLattice(Holder::read_holder(r)?),
         })
     }
 
@@ -229,6 +247,8 @@ impl AnyObject {
             AnyObject::Posterior(_) => ObjectType::Posterior,
             AnyObject::Float(_) => ObjectType::Float,
             AnyObject::Double(_) => ObjectType::Double,
+            AnyObject::Lattice(_) => ObjectType::Lattice,
+            AnyObject::CompactLattice(_) => ObjectType::CompactLattice,
         }
     }
 
@@ -268,6 +288,8 @@ impl Holder for AnyObject {
             AnyObject::Posterior(x) => x.write_holder(w, binary),
             AnyObject::Float(x) => x.write_holder(w, binary),
             AnyObject::Double(x) => x.write_holder(w, binary),
+            AnyObject::Lattice(x) => x.write_holder(w, binary),
+            AnyObject::CompactLattice(x) => x.write_holder(w, binary),
         }
     }
 
@@ -297,6 +319,26 @@ mod tests {
         v
     }
 
+    fn clat() -> CompactLattice {
+        use crate::kaldi::lattice::{Arc, CompactLatticeWeight, FstWeight, LatticeWeight};
+        let mut c = CompactLattice::new();
+        c.add_state();
+        c.add_state();
+        c.set_start(0);
+        let w = CompactLatticeWeight::new(LatticeWeight::new(1.0, 2.0), vec![3, 4]);
+        c.add_arc(
+            0,
+            Arc {
+                ilabel: 7,
+                olabel: 7,
+                weight: w,
+                nextstate: 1,
+            },
+        );
+        c.set_final(1, CompactLatticeWeight::one());
+        c
+    }
+
     #[test]
     fn detects_every_type_in_both_modes() {
         let cases: Vec<(AnyObject, ObjectType)> = vec![
@@ -321,6 +363,11 @@ mod tests {
                 ObjectType::Posterior,
             ),
             (AnyObject::Float(Basic(-79.5)), ObjectType::Float),
+            (
+                AnyObject::CompactLattice(clat()),
+                ObjectType::CompactLattice,
+            ),
+            (AnyObject::Lattice(clat().to_lattice()), ObjectType::Lattice),
         ];
         for (obj, t) in &cases {
             for binary in [true, false] {

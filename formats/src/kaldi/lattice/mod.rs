@@ -154,28 +154,6 @@ impl<W: FstWeight> Fst<W> {
             .all(|(s, st)| st.arcs.iter().all(|a| a.nextstate as usize > s))
     }
 
-    /// Check the structure: start and every arc's destination are states.
-    fn validate(&self) -> std::result::Result<(), String> {
-        let n = self.states.len() as i64;
-        if self.start < -1 || self.start as i64 >= n || (self.start == -1 && n > 0) {
-            return Err(format!(
-                "start state {} is not one of the {n} states",
-                self.start
-            ));
-        }
-        for (s, st) in self.states.iter().enumerate() {
-            for a in &st.arcs {
-                if a.nextstate < 0 || a.nextstate as i64 >= n {
-                    return Err(format!(
-                        "arc from state {s} goes to state {}, but there are {n} states",
-                        a.nextstate
-                    ));
-                }
-            }
-        }
-        Ok(())
-    }
-
     /// OpenFst `TopSort`: renumber the states in the order of a depth-first
     /// search's reversed finishing times (start state first, arcs in order).
     /// Returns false (FST unchanged) when it has a cycle.
@@ -244,9 +222,31 @@ impl<W: FstWeight> Fst<W> {
         self.start = order[self.start as usize] as i32;
         // StateSort keeps what does not depend on numbering; TopSort then
         // knows the order.
-        self.properties &= !(props::NOT_TOP_SORTED | props::CYCLIC | props::INITIAL_CYCLIC);
+        self.properties &= props::STATE_SORT;
         self.properties |= props::TOP_SORTED | props::ACYCLIC | props::INITIAL_ACYCLIC;
         true
+    }
+
+    /// OpenFst `Properties(kTopSorted, true)`: the stored answer when known,
+    /// else computed (with the other properties the same pass finds, which
+    /// are then stored too, as OpenFst does).
+    pub fn test_top_sorted(&mut self) -> bool {
+        let p = self.properties;
+        if p & (props::TOP_SORTED | props::NOT_TOP_SORTED) != 0 {
+            return p & props::TOP_SORTED != 0;
+        }
+        let computed = props::compute_arc_properties(
+            self.start,
+            self.states.iter().map(|st| {
+                (
+                    st.final_weight != W::zero(),
+                    st.final_weight.is_weighted(),
+                    st.arcs.iter().map(info).collect::<Vec<_>>(),
+                )
+            }),
+        );
+        self.properties = props::merge_known(p, computed);
+        computed & props::TOP_SORTED != 0
     }
 
     /// Binary form (`VectorFst::Write` with default options).

@@ -189,6 +189,10 @@ const ADD_ARC: u64 = EXPANDED
     | WEIGHTED_CYCLES
     | UNWEIGHTED_CYCLES;
 
+/// `kStateSortProperties`: what renumbering the states keeps.
+pub const STATE_SORT: u64 =
+    ADD_STATE & !(NOT_STRING | NOT_TOP_SORTED | TOP_SORTED) | ACCESSIBLE | CO_ACCESSIBLE;
+
 /// `kSetArcProperties`.
 const SET_ARC: u64 = EXPANDED | MUTABLE | ERROR;
 
@@ -336,6 +340,96 @@ pub fn set_arc(p: u64, old: ArcInfo, new: ArcInfo) -> u64 {
         | NO_O_EPSILONS
         | WEIGHTED
         | UNWEIGHTED)
+}
+
+/// The (positive, negative) pairs of trinary properties.
+const PAIRS: u64 = TRINARY;
+
+/// OpenFst `KnownProperties`: the binary bits and both bits of every pair
+/// one of whose bits is set.
+pub fn known(p: u64) -> u64 {
+    let pos = p & PAIRS & 0x5555_5555_5555_5555;
+    let neg = p & PAIRS & 0xaaaa_aaaa_aaaa_aaaa;
+    BINARY | (p & PAIRS) | (pos << 1) | (neg >> 1)
+}
+
+/// Store `computed` over `stored` for every pair it knows.
+pub fn merge_known(stored: u64, computed: u64) -> u64 {
+    let k = known(computed) & PAIRS;
+    (stored & !k) | (computed & k)
+}
+
+/// OpenFst `ComputeProperties` for the properties a pass over states and
+/// arcs finds (the mask of `Properties(kTopSorted, true)`): acceptor,
+/// epsilons, label sortedness, weighted, top-sorted, string. Each state is
+/// (is final, final weight neither zero nor one, its arcs).
+pub fn compute_arc_properties(
+    start: i32,
+    states: impl Iterator<Item = (bool, bool, Vec<ArcInfo>)>,
+) -> u64 {
+    let mut p = ACCEPTOR
+        | NO_EPSILONS
+        | NO_I_EPSILONS
+        | NO_O_EPSILONS
+        | I_LABEL_SORTED
+        | O_LABEL_SORTED
+        | UNWEIGHTED
+        | TOP_SORTED
+        | STRING;
+    let set = |p: &mut u64, yes: u64, no: u64| {
+        *p |= yes;
+        *p &= !no;
+    };
+    let mut nfinal = 0;
+    for (s, (is_final, final_weighted, arcs)) in states.enumerate() {
+        let s = s as i32;
+        for (i, a) in arcs.iter().enumerate() {
+            if a.ilabel != a.olabel {
+                set(&mut p, NOT_ACCEPTOR, ACCEPTOR);
+            }
+            if a.ilabel == 0 && a.olabel == 0 {
+                set(&mut p, EPSILONS, NO_EPSILONS);
+            }
+            if a.ilabel == 0 {
+                set(&mut p, I_EPSILONS, NO_I_EPSILONS);
+            }
+            if a.olabel == 0 {
+                set(&mut p, O_EPSILONS, NO_O_EPSILONS);
+            }
+            if i > 0 {
+                if a.ilabel < arcs[i - 1].ilabel {
+                    set(&mut p, NOT_I_LABEL_SORTED, I_LABEL_SORTED);
+                }
+                if a.olabel < arcs[i - 1].olabel {
+                    set(&mut p, NOT_O_LABEL_SORTED, O_LABEL_SORTED);
+                }
+            }
+            if a.weighted {
+                set(&mut p, WEIGHTED, UNWEIGHTED);
+            }
+            if a.nextstate <= s {
+                set(&mut p, NOT_TOP_SORTED, TOP_SORTED);
+            }
+            if a.nextstate != s + 1 {
+                set(&mut p, NOT_STRING, STRING);
+            }
+        }
+        if nfinal > 0 {
+            set(&mut p, NOT_STRING, STRING);
+        }
+        if is_final {
+            if final_weighted {
+                set(&mut p, WEIGHTED, UNWEIGHTED);
+            }
+            nfinal += 1;
+        } else if arcs.len() != 1 {
+            set(&mut p, NOT_STRING, STRING);
+        }
+    }
+    if start != -1 && start != 0 {
+        set(&mut p, NOT_STRING, STRING);
+    }
+    p
 }
 
 /// What `VectorFst::Write` puts in the header for a stored word `p`.

@@ -1,0 +1,3 @@
+//! Scoring with acoustic models: lattice rescoring.
+
+pub mod rescore;
