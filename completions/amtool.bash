@@ -31,6 +31,9 @@ _amtool() {
             amtool,man)
                 cmd="amtool__subcmd__man"
                 ;;
+            amtool,rescore-lattice)
+                cmd="amtool__subcmd__rescore__subcmd__lattice"
+                ;;
             amtool,shims)
                 cmd="amtool__subcmd__shims"
                 ;;
@@ -49,6 +52,9 @@ _amtool() {
             amtool__subcmd__help,man)
                 cmd="amtool__subcmd__help__subcmd__man"
                 ;;
+            amtool__subcmd__help,rescore-lattice)
+                cmd="amtool__subcmd__help__subcmd__rescore__subcmd__lattice"
+                ;;
             amtool__subcmd__help,shims)
                 cmd="amtool__subcmd__help__subcmd__shims"
                 ;;
@@ -59,7 +65,7 @@ _amtool() {
 
     case "${cmd}" in
         amtool)
-            opts="-h -V --help --version bench copy shims completions man help"
+            opts="-h -V --help --version bench copy rescore-lattice shims completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -141,7 +147,7 @@ _amtool() {
             return 0
             ;;
         amtool__subcmd__copy)
-            opts="-h --verbose --print-args --config --binary --compress --compression-method --kaldi-tool --help"
+            opts="-h --verbose --print-args --config --binary --compress --compression-method --write-compact --kaldi-tool --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -171,6 +177,10 @@ _amtool() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --write-compact)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --kaldi-tool)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -183,7 +193,7 @@ _amtool() {
             return 0
             ;;
         amtool__subcmd__help)
-            opts="bench copy shims completions man help"
+            opts="bench copy rescore-lattice shims completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -266,6 +276,20 @@ _amtool() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        amtool__subcmd__help__subcmd__rescore__subcmd__lattice)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         amtool__subcmd__help__subcmd__shims)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -288,6 +312,40 @@ _amtool() {
             fi
             case "${prev}" in
                 --completions)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        amtool__subcmd__rescore__subcmd__lattice)
+            opts="-h --verbose --print-args --config --old-acoustic-scale --use-gpu --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --verbose)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --print-args)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --old-acoustic-scale)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --use-gpu)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
