@@ -126,6 +126,12 @@ pub fn plan(
     let mut time_to_state = vec![Vec::new(); utt_len];
     for (s, st) in clat.states.iter().enumerate() {
         let t = times[s];
+        if t < 0 {
+            // Kaldi asserts every state has a time.
+            return Err(Skip(format!(
+                "state {s} is not reachable from the start state"
+            )));
+        }
         let mut add = |arc: Option<usize>, string: &[i32]| -> std::result::Result<(), Skip> {
             for (off, &tid) in string.iter().enumerate() {
                 if !trans.is_valid_transition_id(tid) {
@@ -187,13 +193,14 @@ pub fn apply(
             let ll = row[id2pdf[tid as usize] as usize];
             match arc {
                 None => {
+                    // Kaldi: SetValue2(-log_like + Value2()), one float add.
                     let mut w = clat.states[s].final_weight.clone();
-                    w.weight.acoustic = -ll + clat.states[s].final_weight.weight.acoustic;
+                    w.weight.acoustic += -ll;
                     clat.set_final(s as i32, w);
                 }
                 Some(i) => {
                     let mut a = clat.states[s].arcs[i].clone();
-                    a.weight.weight.acoustic = -ll + a.weight.weight.acoustic;
+                    a.weight.weight.acoustic += -ll;
                     clat.set_arc(s, i, a);
                 }
             }
@@ -237,4 +244,122 @@ pub fn rescore_compact_lattice(
     )?;
     apply(clat, &plan, trans, &loglikes, num_pdfs);
     Ok(Ok(()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use amtool_formats::kaldi::lattice::Arc;
+
+    fn trans() -> TransitionModel {
+        let bytes = std::fs::read("testdata/kaldi/final.mdl").unwrap();
+        amtool_formats::kaldi::model::KaldiModel::from_bytes(&bytes)
+            .unwrap()
+            .trans
+    }
+
+    fn w(g: f32, a: f32, s: &[i32]) -> CompactLatticeWeight {
+        CompactLatticeWeight::new(LatticeWeight::new(g, a), s.to_vec())
+    }
+
+    /// States 0..n, start `start`, arcs (src, dst, tids), finals (state, tids).
+    fn lat(
+        n: usize,
+        start: i32,
+        arcs: &[(i32, i32, &[i32])],
+        finals: &[(i32, &[i32])],
+    ) -> CompactLattice {
+        let mut c = CompactLattice::new();
+        for _ in 0..n {
+            c.add_state();
+        }
+        c.set_start(start);
+        for &(s, d, tids) in arcs {
+            c.add_arc(
+                s,
+                Arc {
+                    ilabel: 1,
+                    olabel: 1,
+                    weight: w(1.0, 5.0, tids),
+                    nextstate: d,
+                },
+            );
+        }
+        for &(s, tids) in finals {
+            c.set_final(s, w(0.5, 2.0, tids));
+        }
+        c
+    }
+
+    fn skip(mut c: CompactLattice) -> String {
+        plan(&mut c, &trans()).unwrap_err().0
+    }
+
+    #[test]
+    fn plan_follows_kaldi_time_line() {
+        // 0 -[1 1]-> 1 -[2]-> 2, final 2 with [3]: frames 0,0,1,2 -> 4 entries over 4 frames.
+        let mut c = lat(3, 0, &[(0, 1, &[1, 1]), (1, 2, &[2])], &[(2, &[3])]);
+        let p = plan(&mut c, &trans()).unwrap();
+        assert_eq!(p.utt_len, 4);
+        assert_eq!(p.time_to_state[0], vec![(0, Some(0), 1)]);
+        assert_eq!(p.time_to_state[2], vec![(1, Some(0), 2)]);
+        assert_eq!(p.time_to_state[3], vec![(2, None, 3)]);
+        // No final state: length 0, nothing to score (Kaldi writes it as is).
+        let mut c = lat(2, 0, &[(0, 1, &[1])], &[]);
+        assert_eq!(plan(&mut c, &trans()).unwrap().utt_len, 0);
+        // Finals at different times: warned, the longer one counts.
+        let mut c = lat(2, 0, &[(0, 1, &[1])], &[(0, &[1]), (1, &[1])]);
+        assert_eq!(plan(&mut c, &trans()).unwrap().utt_len, 2);
+    }
+
+    #[test]
+    fn bad_lattices_are_skipped_with_kaldi_messages() {
+        assert_eq!(skip(CompactLattice::new()), "Rescoring empty lattice");
+        let cyclic = lat(2, 0, &[(0, 1, &[1]), (1, 0, &[1])], &[(1, &[])]);
+        assert_eq!(skip(cyclic), "Cycles detected in lattice.");
+        let start1 = lat(2, 1, &[(0, 1, &[1])], &[(1, &[1])]);
+        assert!(skip(start1).contains("start state is 1"));
+        let unequal = lat(
+            3,
+            0,
+            &[(0, 1, &[1]), (0, 2, &[1]), (1, 2, &[1])],
+            &[(2, &[])],
+        );
+        assert!(skip(unequal).contains("paths of different lengths"));
+        let unreachable = lat(3, 0, &[(0, 1, &[1])], &[(1, &[]), (2, &[])]);
+        assert!(skip(unreachable).contains("state 2 is not reachable"));
+        // A dead-end branch longer than the utterance.
+        let mismatch = lat(
+            4,
+            0,
+            &[(0, 1, &[1, 1, 1]), (1, 2, &[1]), (0, 3, &[1])],
+            &[(3, &[])],
+        );
+        assert_eq!(
+            skip(mismatch),
+            "There appears to be lattice/feature mismatch, aborting."
+        );
+        let bad_tid = lat(2, 0, &[(0, 1, &[1, 0])], &[(1, &[])]);
+        assert!(skip(bad_tid).contains("transition-id 0 (state 0) is not in the model"));
+    }
+
+    #[test]
+    fn scaling_keeps_graph_costs_and_zero_weights() {
+        let mut c = lat(2, 0, &[(0, 1, &[1])], &[(1, &[])]);
+        scale_acoustic(&mut c, 0.5);
+        assert_eq!(
+            c.states[0].arcs[0].weight.weight,
+            LatticeWeight::new(1.0, 2.5)
+        );
+        assert_eq!(
+            c.states[1].final_weight.weight,
+            LatticeWeight::new(0.5, 1.0)
+        );
+        assert_eq!(c.states[0].final_weight, CompactLatticeWeight::zero());
+        scale_acoustic(&mut c, 0.0);
+        assert_eq!(
+            c.states[0].arcs[0].weight.weight,
+            LatticeWeight::new(1.0, 0.0)
+        );
+    }
 }

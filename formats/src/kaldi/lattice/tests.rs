@@ -343,3 +343,76 @@ fn archive_errors_name_file_key_and_offset() {
         .unwrap();
     assert!(at as usize > second, "{e}");
 }
+
+/// Header field offsets of a compactlattice44 FST.
+const VERSION_AT: usize = 4 + 4 + 6 + 4 + 16;
+const FLAGS_AT: usize = VERSION_AT + 4;
+const NSTATES_AT: usize = FLAGS_AT + 4 + 8 + 8;
+
+#[test]
+fn bad_headers_are_refused() {
+    let good = to_bytes(&small_clat(), true);
+    let with = |at: usize, bytes: &[u8]| {
+        let mut b = good.clone();
+        b[at..at + bytes.len()].copy_from_slice(bytes);
+        err_of::<CompactLattice>(&b)
+    };
+    let e = with(FLAGS_AT, &1i32.to_le_bytes());
+    assert!(e.contains("unsupported") && e.contains("flags 1"), "{e}");
+    let e = with(VERSION_AT, &1i32.to_le_bytes());
+    assert!(e.contains("file version 1"), "{e}");
+    let e = with(NSTATES_AT, &(-5i64).to_le_bytes());
+    assert!(e.contains("-5 states"), "{e}");
+    let e = with(NSTATES_AT, &(1i64 << 40).to_le_bytes());
+    assert!(e.contains("truncated lattice"), "{e}");
+    let e = with(4, &(-3i32).to_le_bytes());
+    assert!(e.contains("fst type has length -3"), "{e}");
+    let e = with(NSTATES_AT - 8, &7i64.to_le_bytes());
+    assert!(e.contains("start state 7 of 3"), "{e}");
+    let e = err_of::<CompactLattice>(b"");
+    assert!(e.contains("end of data reading compact lattice"), "{e}");
+    let e = err_of::<Lattice>(&good[..3]);
+    assert!(e.contains("at byte 0"), "{e}");
+}
+
+#[test]
+fn double_precision_lattices_are_read() {
+    // The same lattice as compactlattice84: costs as f64.
+    let c = small_clat();
+    let mut b = Vec::new();
+    b.extend_from_slice(&FST_MAGIC.to_le_bytes());
+    for s in ["vector", "compactlattice84"] {
+        b.extend_from_slice(&(s.len() as i32).to_le_bytes());
+        b.extend_from_slice(s.as_bytes());
+    }
+    b.extend_from_slice(&2i32.to_le_bytes());
+    b.extend_from_slice(&0i32.to_le_bytes());
+    b.extend_from_slice(&c.properties.to_le_bytes());
+    b.extend_from_slice(&0i64.to_le_bytes());
+    b.extend_from_slice(&3i64.to_le_bytes());
+    b.extend_from_slice(&0i64.to_le_bytes());
+    let put = |b: &mut Vec<u8>, w: &CompactLatticeWeight| {
+        b.extend_from_slice(&(w.weight.graph as f64).to_le_bytes());
+        b.extend_from_slice(&(w.weight.acoustic as f64).to_le_bytes());
+        b.extend_from_slice(&(w.string.len() as i32).to_le_bytes());
+        for t in &w.string {
+            b.extend_from_slice(&t.to_le_bytes());
+        }
+    };
+    for st in &c.states {
+        put(&mut b, &st.final_weight);
+        b.extend_from_slice(&(st.arcs.len() as i64).to_le_bytes());
+        for a in &st.arcs {
+            b.extend_from_slice(&a.ilabel.to_le_bytes());
+            b.extend_from_slice(&a.olabel.to_le_bytes());
+            put(&mut b, &a.weight);
+            b.extend_from_slice(&a.nextstate.to_le_bytes());
+        }
+    }
+    let back: CompactLattice = from_bytes(&b).unwrap();
+    assert_eq!(back, c);
+    // Written back in Kaldi's float form.
+    assert_eq!(to_bytes(&back, true), to_bytes(&c, true));
+    let l: Lattice = from_bytes(&b).unwrap();
+    assert_eq!(l, c.to_lattice());
+}
