@@ -19,7 +19,7 @@ use amtool_formats::kaldi::table::{RandomAccessTableReader, SequentialTableReade
 use super::KaldiStandard;
 use crate::engine::{self, UseGpu};
 use crate::model::AcousticModel;
-use crate::score::rescore::{rescore_compact_lattice, Skip};
+use crate::score::rescore::{prepare, LatticeBatch, Skip};
 
 #[derive(Debug, Clone, Args)]
 pub struct RescoreLatticeArgs {
@@ -86,7 +86,28 @@ fn rescore(args: &RescoreLatticeArgs) -> Result<i32, String> {
     let mut writer =
         TableWriter::<CompactLattice>::open(&args.output).map_err(|e| e.to_string())?;
 
+    // Lattices are rescored in batches: one engine call scores the frames of
+    // many utterances (up to MAX_LOGLIKES log-likelihoods at a time).
+    const MAX_LOGLIKES: usize = 1 << 25;
+    let num_pdfs = loaded.num_states().max(1);
+    let mut batch = LatticeBatch::new(dim);
+    let mut rows_pending: Vec<usize> = Vec::new();
     let (mut num_done, mut num_err, mut num_frames) = (0usize, 0usize, 0i64);
+    let mut flush = |batch: &mut LatticeBatch,
+                     rows: &mut Vec<usize>,
+                     num_done: &mut usize,
+                     num_frames: &mut i64|
+     -> Result<(), String> {
+        let scored = batch
+            .score(&model.trans, loaded.as_mut())
+            .map_err(|e| e.to_string())?;
+        for ((key, clat), r) in scored.into_iter().zip(rows.drain(..)) {
+            writer.write(&key, &clat).map_err(|e| e.to_string())?;
+            *num_done += 1;
+            *num_frames += r as i64;
+        }
+        Ok(())
+    };
     while let Some((key, mut clat)) = lattices.next_entry().map_err(|e| e.to_string())? {
         let Some(feats) = features.get(&key).map_err(|e| e.to_string())? else {
             crate::kaldi_warn!("No feature found for utterance {key}. Skipping");
@@ -100,27 +121,39 @@ fn rescore(args: &RescoreLatticeArgs) -> Result<i32, String> {
                 feats.cols()
             ));
         }
-        let outcome = rescore_compact_lattice(
+        match prepare(
             &mut clat,
             &model.trans,
-            loaded.as_mut(),
-            feats.data(),
-            dim,
+            feats.rows(),
             args.old_acoustic_scale,
-        )
-        .map_err(|e| format!("utterance {key}: {e}"))?;
-        match outcome {
-            Ok(()) => {
-                writer.write(&key, &clat).map_err(|e| e.to_string())?;
-                num_done += 1;
-                num_frames += feats.rows() as i64;
+        ) {
+            Ok(plan) => {
+                rows_pending.push(feats.rows());
+                batch.push(key, clat, plan, feats.data());
             }
             Err(Skip(msg)) => {
                 crate::kaldi_warn!("{msg} [utterance {key}]");
                 num_err += 1;
             }
         }
+        if batch.num_frames() * num_pdfs >= MAX_LOGLIKES {
+            flush(
+                &mut batch,
+                &mut rows_pending,
+                &mut num_done,
+                &mut num_frames,
+            )?;
+        }
     }
+    if !batch.is_empty() {
+        flush(
+            &mut batch,
+            &mut rows_pending,
+            &mut num_done,
+            &mut num_frames,
+        )?;
+    }
+    drop(flush);
     writer.close().map_err(|e| e.to_string())?;
     crate::kaldi_log!("Done {num_done} lattices with errors on {num_err}, #frames is {num_frames}");
     Ok(if num_done != 0 { 0 } else { 1 })

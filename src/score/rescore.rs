@@ -208,6 +208,27 @@ pub fn apply(
     }
 }
 
+/// Scale the old acoustic costs, plan the lattice and check the features
+/// are long enough: everything of Kaldi's `RescoreCompactLattice` but the
+/// scoring. `rows` is the number of feature frames.
+pub fn prepare(
+    clat: &mut CompactLattice,
+    trans: &TransitionModel,
+    rows: usize,
+    old_acoustic_scale: f32,
+) -> std::result::Result<FramePlan, Skip> {
+    scale_acoustic(clat, old_acoustic_scale);
+    let plan = plan(clat, trans)?;
+    if rows < plan.utt_len {
+        return Err(Skip(format!(
+            "Features are too short for lattice: utt-len is {}, {} is last frame",
+            plan.utt_len,
+            rows as i64 - 1
+        )));
+    }
+    Ok(plan)
+}
+
 /// Rescore one lattice with `feats` (frames × dim): Kaldi's
 /// `RescoreCompactLattice` after `ScaleLattice` by `old_acoustic_scale`.
 /// `Ok(Err(skip))` when the lattice cannot be rescored (warn and count);
@@ -220,30 +241,75 @@ pub fn rescore_compact_lattice(
     dim: usize,
     old_acoustic_scale: f32,
 ) -> Result<std::result::Result<(), Skip>> {
-    scale_acoustic(clat, old_acoustic_scale);
-    let plan = match plan(clat, trans) {
+    let plan = match prepare(clat, trans, feats.len() / dim.max(1), old_acoustic_scale) {
         Ok(p) => p,
         Err(s) => return Ok(Err(s)),
     };
-    let rows = feats.len() / dim.max(1);
-    if rows < plan.utt_len {
-        return Ok(Err(Skip(format!(
-            "Features are too short for lattice: utt-len is {}, {} is last frame",
-            plan.utt_len,
-            rows as i64 - 1
-        ))));
+    let mut batch = LatticeBatch::new(dim);
+    batch.push(String::new(), std::mem::take(clat), plan, feats);
+    if let Some((_, done)) = batch.score(trans, model)?.pop() {
+        *clat = done;
     }
-    if plan.utt_len == 0 {
-        return Ok(Ok(()));
-    }
-    let num_pdfs = model.num_states();
-    let mut loglikes = vec![0f32; plan.utt_len * num_pdfs];
-    model.state_loglikes(
-        FrameBatch::new(&feats[..plan.utt_len * dim], dim),
-        &mut loglikes,
-    )?;
-    apply(clat, &plan, trans, &loglikes, num_pdfs);
     Ok(Ok(()))
+}
+
+/// Prepared lattices whose frames are scored together in one engine call
+/// (on a GPU, one launch for many utterances), then rescored in order.
+pub struct LatticeBatch {
+    dim: usize,
+    frames: Vec<f32>,
+    items: Vec<(String, CompactLattice, FramePlan)>,
+}
+
+impl LatticeBatch {
+    pub fn new(dim: usize) -> Self {
+        LatticeBatch {
+            dim,
+            frames: Vec::new(),
+            items: Vec::new(),
+        }
+    }
+
+    /// Frames held so far.
+    pub fn num_frames(&self) -> usize {
+        self.frames.len() / self.dim.max(1)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// Add a prepared lattice and its features (at least `plan.utt_len` rows).
+    pub fn push(&mut self, key: String, clat: CompactLattice, plan: FramePlan, feats: &[f32]) {
+        self.frames
+            .extend_from_slice(&feats[..plan.utt_len * self.dim]);
+        self.items.push((key, clat, plan));
+    }
+
+    /// Score every frame of the batch and rescore its lattices; returns
+    /// them in the order they were pushed and leaves the batch empty.
+    pub fn score(
+        &mut self,
+        trans: &TransitionModel,
+        model: &mut dyn LoadedModel,
+    ) -> Result<Vec<(String, CompactLattice)>> {
+        let num_pdfs = model.num_states();
+        let n = self.num_frames();
+        let mut loglikes = vec![0f32; n * num_pdfs];
+        if n > 0 {
+            model.state_loglikes(FrameBatch::new(&self.frames, self.dim), &mut loglikes)?;
+        }
+        self.frames.clear();
+        let mut at = 0;
+        let mut out = Vec::with_capacity(self.items.len());
+        for (key, mut clat, plan) in self.items.drain(..) {
+            let len = plan.utt_len * num_pdfs;
+            apply(&mut clat, &plan, trans, &loglikes[at..at + len], num_pdfs);
+            at += len;
+            out.push((key, clat));
+        }
+        Ok(out)
+    }
 }
 
 #[cfg(test)]
@@ -361,5 +427,60 @@ mod tests {
             c.states[0].arcs[0].weight.weight,
             LatticeWeight::new(1.0, 0.0)
         );
+    }
+
+    #[test]
+    fn batched_equals_one_by_one() {
+        use amtool_formats::kaldi::matrix::Matrix;
+        use amtool_formats::kaldi::table::SequentialTableReader;
+        use std::io::Read;
+        let model = amtool_formats::kaldi::model::KaldiModel::from_bytes(
+            &std::fs::read("testdata/kaldi/final.mdl").unwrap(),
+        )
+        .unwrap();
+        let engine = crate::engine::select(crate::engine::UseGpu::No, 1).unwrap();
+        let mut loaded = engine
+            .load(&crate::model::AcousticModel::from_am_diag_gmm(&model.am))
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let lat = dir.path().join("lat.ark");
+        let mut raw = Vec::new();
+        flate2::read::GzDecoder::new(
+            std::fs::File::open("testdata/kaldi/lattice/lat.ark.gz").unwrap(),
+        )
+        .read_to_end(&mut raw)
+        .unwrap();
+        std::fs::write(&lat, raw).unwrap();
+        let lats: Vec<(String, CompactLattice)> =
+            SequentialTableReader::open(&format!("ark:{}", lat.display()))
+                .unwrap()
+                .take(3)
+                .map(|x| x.unwrap())
+                .collect();
+        let feats: Vec<(String, Matrix<f32>)> =
+            SequentialTableReader::open("ark:testdata/kaldi/feats/feats_cmvn_deltas.first3.ark")
+                .unwrap()
+                .map(|x| x.unwrap())
+                .collect();
+        let mut batch = LatticeBatch::new(39);
+        let mut single = Vec::new();
+        for ((k, l), (_, f)) in lats.iter().zip(&feats) {
+            let mut one = l.clone();
+            rescore_compact_lattice(&mut one, &model.trans, loaded.as_mut(), f.data(), 39, 0.0)
+                .unwrap()
+                .unwrap();
+            single.push(one);
+            let mut c = l.clone();
+            let p = prepare(&mut c, &model.trans, f.rows(), 0.0).unwrap();
+            batch.push(k.clone(), c, p, f.data());
+        }
+        let batched = batch.score(&model.trans, loaded.as_mut()).unwrap();
+        assert!(batch.is_empty());
+        assert_eq!(batched.len(), 3);
+        // The engines' results do not depend on how frames are batched.
+        for ((_, b), s) in batched.iter().zip(&single) {
+            assert_eq!(b, s);
+        }
+        assert_ne!(batched[0].1, lats[0].1);
     }
 }
