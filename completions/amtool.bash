@@ -147,7 +147,7 @@ _amtool() {
             return 0
             ;;
         amtool__subcmd__copy)
-            opts="-h --verbose --print-args --config --binary --compress --compression-method --write-compact --kaldi-tool --help"
+            opts="-h --verbose --print-args --config --binary --compress --compression-method --write-compact --include --exclude --ignore-missing --kaldi-tool --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -178,6 +178,18 @@ _amtool() {
                     return 0
                     ;;
                 --write-compact)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --include)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --exclude)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ignore-missing)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -51,6 +51,9 @@ complete -c amtool -n "__fish_amtool_using_subcommand copy" -l binary -d 'Write 
 complete -c amtool -n "__fish_amtool_using_subcommand copy" -l compress -d 'Compress matrices (as copy-feats --compress=true)' -r
 complete -c amtool -n "__fish_amtool_using_subcommand copy" -l compression-method -d 'Compression method: 1 auto, 2 speech feature (CM), 3 two-byte auto (CM2), 4 two-byte signed integer, 5 one-byte auto (CM3), 6 one-byte unsigned integer, 7 one-byte 0..1' -r
 complete -c amtool -n "__fish_amtool_using_subcommand copy" -l write-compact -d 'Lattices: write CompactLattice (true) or non-compact Lattice (false), as lattice-copy (default there: true). Unset, `amtool copy` keeps lattices as stored' -r
+complete -c amtool -n "__fish_amtool_using_subcommand copy" -l include -d 'Tables: copy only the keys listed (first field of each line of this text file), as lattice-copy' -r
+complete -c amtool -n "__fish_amtool_using_subcommand copy" -l exclude -d 'Tables: copy all but the keys listed (first field of each line of this text file), as lattice-copy' -r
+complete -c amtool -n "__fish_amtool_using_subcommand copy" -l ignore-missing -d 'Tables: exit with status 0 even if nothing was copied, as lattice-copy' -r
 complete -c amtool -n "__fish_amtool_using_subcommand copy" -l kaldi-tool -d 'The Kaldi tool this copy stands in for (set by the shims: copy-feats, copy-matrix, ...)' -r
 complete -c amtool -n "__fish_amtool_using_subcommand copy" -s h -l help -d 'Print help'
 complete -c amtool -n "__fish_amtool_using_subcommand rescore-lattice" -l verbose -d 'Verbose level (higher = more logging)' -r

@@ -546,3 +546,86 @@ fn whole_file_problems_stop_the_run() {
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("l.ark"), "{err}");
 }
+
+#[test]
+fn include_exclude_and_ignore_missing() {
+    let w = Work::new();
+    let lat = w.fixture("lat.ark");
+    let all: Vec<(String, CompactLattice)> = read_all(&format!("ark:{lat}"));
+    let list = w.path("keys.txt");
+    std::fs::write(&list, "s01-002 extra fields\ns02-001\n").unwrap();
+    let out = w.path("sub.ark");
+    let link = w.dir.path().join("lattice-copy");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_amtool"), &link).unwrap();
+    let lc = |args: &[String]| run_cmd(Command::new(&link).args(args));
+    let (code, err) = lc(&[
+        format!("--include={list}"),
+        format!("ark:{lat}"),
+        format!("ark:{out}"),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains(" Wrote 2 out of 40 utterances."), "{err}");
+    let sub: Vec<(String, CompactLattice)> = read_all(&format!("ark:{out}"));
+    let want: Vec<&(String, CompactLattice)> = all
+        .iter()
+        .filter(|(k, _)| k == "s01-002" || k == "s02-001")
+        .collect();
+    assert_eq!(sub.iter().collect::<Vec<_>>(), want);
+    let (code, err) = lc(&[
+        format!("--exclude={list}"),
+        format!("ark:{lat}"),
+        format!("ark:{out}"),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains(" Wrote 38 out of 40 utterances."), "{err}");
+    // Sorted input: reading stops after the last listed key.
+    let (code, err) = lc(&[
+        format!("--include={list}"),
+        format!("ark,s:{lat}"),
+        format!("ark:{out}"),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("The utterance s02-002 is larger than the last key in the include list. Not reading further.")
+            && err.contains("Wrote 2 utterances"),
+        "{err}"
+    );
+    // Nothing copied: exit 1, unless --ignore-missing.
+    std::fs::write(&list, "nobody\n").unwrap();
+    let (code, err) = lc(&[
+        format!("--include={list}"),
+        format!("ark:{lat}"),
+        format!("ark:{out}"),
+    ]);
+    assert_eq!(code, 1, "{err}");
+    let (code, err) = lc(&[
+        "--ignore-missing".into(),
+        format!("--include={list}"),
+        format!("ark:{lat}"),
+        format!("ark:{out}"),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    // Bad use.
+    std::fs::write(&list, "a\n\nb\n").unwrap();
+    let (code, err) = lc(&[
+        format!("--include={list}"),
+        format!("ark:{lat}"),
+        format!("ark:{out}"),
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("Unable to parse line \"\"") && err.contains("keys.txt"),
+        "{err}"
+    );
+    let (code, err) = lc(&[
+        format!("--include={list}"),
+        format!("--exclude={list}"),
+        format!("ark:{lat}"),
+        format!("ark:{out}"),
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("should not have both --exclude and --include option!"),
+        "{err}"
+    );
+}
