@@ -222,7 +222,7 @@ impl<W: FstWeight> Fst<W> {
         self.start = order[self.start as usize] as i32;
         // StateSort keeps what does not depend on numbering; TopSort then
         // knows the order.
-        self.properties &= props::STATE_SORT;
+        self.properties &= props::STATE_SORT & !(props::CYCLIC | props::INITIAL_CYCLIC);
         self.properties |= props::TOP_SORTED | props::ACYCLIC | props::INITIAL_ACYCLIC;
         true
     }
