@@ -369,23 +369,101 @@ fn compact_to_non_compact_conversion() {
         // Sums of the same float32 values (exactly representable in f64).
         assert_eq!(total_l + finals_l, total_c + finals_c, "{k}");
     }
-    // A non-compact archive cannot become compact: lattice-copy's default fails clearly.
+    // A non-compact archive becomes compact with lattice-copy's default
+    // (Kaldi's Factor + TopSort): every transition-id kept, top-sorted.
     let raw = w.fixture("lat_raw_first3.ark");
+    let link = w.dir.path().join("lattice-copy");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_amtool"), &link).unwrap();
+    let out = w.path("raw_compact.ark");
+    let (code, err) =
+        run_cmd(Command::new(&link).args([format!("ark:{raw}"), format!("ark:{out}")]));
+    assert_eq!(code, 0, "{err}");
+    let compact: Vec<(String, CompactLattice)> = read_all(&format!("ark:{out}"));
+    let full: Vec<(String, Lattice)> = read_all(&format!("ark:{raw}"));
+    assert_eq!(compact.len(), 3);
+    for ((k, c), (_, l)) in compact.iter().zip(&full) {
+        assert!(c.is_top_sorted(), "{k}");
+        let tids: usize = c
+            .states
+            .iter()
+            .flat_map(|s| {
+                s.arcs
+                    .iter()
+                    .map(|a| &a.weight)
+                    .chain(std::iter::once(&s.final_weight))
+            })
+            .map(|w| w.string.len())
+            .sum();
+        assert_eq!(
+            tids,
+            l.states
+                .iter()
+                .flat_map(|s| &s.arcs)
+                .filter(|a| a.ilabel != 0)
+                .count(),
+            "{k}"
+        );
+    }
+}
+
+#[test]
+fn rescoring_raw_lattices_reproduces_the_decoders_costs() {
+    // gmm-rescore-lattice reads a non-compact archive as compact lattices
+    // (converted). The raw lattices of s01-001..003 were decoded with
+    // final.mdl from these features, so rescoring them with final.mdl gives
+    // back the decoder's own acoustic costs. Tolerance 1e-4 relative (0.01
+    // absolute floor): the decoder stored −loglike × 0.083333 per frame and
+    // divided by 0.083333 again, two float32 roundings per frame of values
+    // near 100, against our unscaled float32 sums.
+    let w = Work::new();
+    let raw = w.fixture("lat_raw_first3.ark");
+    let (out, conv) = (w.path("r.ark"), w.path("c.ark"));
+    let (code, err) = amtool(&[
+        "rescore-lattice",
+        "--use-gpu=no",
+        FINAL_MDL,
+        &format!("ark:{raw}"),
+        "ark:testdata/kaldi/feats/feats_cmvn_deltas.first3.ark",
+        &format!("ark:{out}"),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("Done 3 lattices with errors on 0"), "{err}");
     let (code, err) = amtool(&[
         "copy",
         "--write-compact=true",
         &format!("ark:{raw}"),
-        &format!("ark:{}", w.path("x.ark")),
+        &format!("ark:{conv}"),
     ]);
-    assert_eq!(code, 1);
-    assert!(
-        err.contains("--write-compact=false") && err.contains("s01-001"),
-        "{err}"
-    );
-    assert!(
-        !std::path::Path::new(&w.path("x.ark")).exists(),
-        "a failed copy left its output"
-    );
+    assert_eq!(code, 0, "{err}");
+    let ours: Vec<(String, CompactLattice)> = read_all(&format!("ark:{out}"));
+    let decoder: Vec<(String, CompactLattice)> = read_all(&format!("ark:{conv}"));
+    assert_eq!(ours.len(), 3);
+    for ((k, a), (_, b)) in ours.iter().zip(&decoder) {
+        assert_eq!(a.num_states(), b.num_states(), "{k}");
+        for (sa, sb) in a.states.iter().zip(&b.states) {
+            let wa = sa
+                .arcs
+                .iter()
+                .map(|x| &x.weight)
+                .chain(std::iter::once(&sa.final_weight));
+            let wb = sb
+                .arcs
+                .iter()
+                .map(|x| &x.weight)
+                .chain(std::iter::once(&sb.final_weight));
+            for (x, y) in wa.zip(wb) {
+                assert_eq!(x.string, y.string, "{k}");
+                assert_eq!(x.weight.graph.to_bits(), y.weight.graph.to_bits(), "{k}");
+                let (p, q) = (x.weight.acoustic as f64, y.weight.acoustic as f64);
+                if q.is_finite() {
+                    assert!(
+                        (p - q).abs() <= (1e-4 * q.abs()).max(1e-2),
+                        "{k}: {p} vs decoder's {q}"
+                    );
+                }
+            }
+        }
+    }
 }
 
 /// The first `n` lattices and features, for the error-path tests.

@@ -145,3 +145,91 @@ fn compact_read_as_lattice_converts() {
         assert_eq!(l.num_arcs(), tids, "{k}");
     }
 }
+
+#[test]
+fn non_compact_to_compact_and_back() {
+    // Kaldi's ConvertLattice both ways: CompactLattice -> Lattice -> (Factor,
+    // TopSort) CompactLattice gives back the same lattice, unless a state has
+    // both a final transition-id string and arcs: then the final string comes
+    // back as an epsilon arc to a new final state (an equivalent lattice, as
+    // in Kaldi), and the word arcs are the same.
+    let dir = tempfile::tempdir().unwrap();
+    let src = unzipped(&dir, "lat.ark");
+    let clats: Vec<(String, CompactLattice)> = read_all(&format!("ark:{src}"));
+    let bag = |c: &CompactLattice| {
+        let mut v: Vec<String> = c
+            .states
+            .iter()
+            .flat_map(|s| {
+                s.arcs
+                    .iter()
+                    .map(|a| format!("{} {:?}", a.ilabel, a.weight))
+                    .chain(std::iter::once(format!("final {:?}", s.final_weight)))
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let mut identical = 0;
+    for (k, c) in &clats {
+        let mut sorted = c.clone();
+        sorted.top_sort();
+        let back = sorted.to_lattice().to_compact();
+        let words = |c: &CompactLattice| -> Vec<String> {
+            bag(c)
+                .into_iter()
+                .filter(|x| !x.starts_with("final") && !x.starts_with("0 "))
+                .collect()
+        };
+        assert_eq!(words(&back), words(&sorted), "{k}");
+        let interleaved = sorted
+            .states
+            .iter()
+            .any(|s| !s.final_weight.string.is_empty() && !s.arcs.is_empty());
+        if !interleaved {
+            assert_eq!(back.states, sorted.states, "{k}");
+            identical += 1;
+        }
+    }
+    assert!(identical > 0);
+    // The raw lattices: every path keeps its frames (171, 276 and 212 frames,
+    // gmm-latgen-faster's log for s01-001..003) and its word sequence.
+    let raw = unzipped(&dir, "lat_raw_first3.ark");
+    let lats: Vec<(String, Lattice)> = read_all(&format!("ark:{raw}"));
+    for ((k, l), frames) in lats.iter().zip([171usize, 276, 212]) {
+        let c = l.to_compact();
+        assert!(c.is_top_sorted(), "{k}");
+        assert!(c.num_states() < l.num_states(), "{k}");
+        // Along the first arc of every state from the start to a final state.
+        let mut s = c.start as usize;
+        let mut n = 0;
+        loop {
+            let st = &c.states[s];
+            if st.arcs.is_empty() {
+                n += st.final_weight.string.len();
+                break;
+            }
+            n += st.arcs[0].weight.string.len();
+            s = st.arcs[0].nextstate as usize;
+        }
+        assert_eq!(n, frames, "{k}");
+        let tids_in: usize = l
+            .states
+            .iter()
+            .flat_map(|s| &s.arcs)
+            .filter(|a| a.ilabel != 0)
+            .count();
+        let tids_out: usize = c
+            .states
+            .iter()
+            .flat_map(|s| {
+                s.arcs
+                    .iter()
+                    .map(|a| &a.weight)
+                    .chain(std::iter::once(&s.final_weight))
+            })
+            .map(|w| w.string.len())
+            .sum();
+        assert_eq!(tids_in, tids_out, "{k}");
+    }
+}

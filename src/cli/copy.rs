@@ -9,11 +9,10 @@
 //! stdin, `cmd |` = pipe) whose kind is detected by [`copy_single_object`],
 //! and OUT is written atomically.
 //!
-//! Lattice archives are copied as lattice-copy does: compact lattices stay
-//! compact; `--write-compact=false` writes non-compact `Lattice`s
-//! (converting compact ones as Kaldi's `ConvertLattice` does). A non-compact
-//! input needs `--write-compact=false` (turning it compact needs OpenFst's
-//! `Factor`, which amtool does not have).
+//! Lattice archives are copied as lattice-copy does: `--write-compact=true`
+//! (lattice-copy's default) writes `CompactLattice`s, `--write-compact=false`
+//! non-compact `Lattice`s, converting as Kaldi's `ConvertLattice` does; `amtool
+//! copy` without the option keeps each archive's type.
 //!
 //! `amtool copy` keeps matrices as stored (float, double or compressed), so a
 //! binary copy is byte-identical. Run as `copy-feats`/`copy-matrix` it does what
@@ -118,11 +117,7 @@ fn transform(
 ) -> Result<AnyObject, String> {
     match (obj, write_compact) {
         (AnyObject::CompactLattice(c), Some(false)) => Ok(AnyObject::Lattice(c.to_lattice())),
-        (AnyObject::Lattice(_), Some(true)) => Err(
-            "this is a non-compact Lattice; converting it to a CompactLattice (OpenFst Factor) \
-             is not supported: copy it with --write-compact=false"
-                .to_string(),
-        ),
+        (AnyObject::Lattice(l), Some(true)) => Ok(AnyObject::CompactLattice(l.to_compact())),
         (obj, _) => transform_other(obj, compress, float_tool),
     }
 }

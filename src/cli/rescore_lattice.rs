@@ -2,7 +2,8 @@
 //! <feature-rspecifier> <lattice-wspecifier>`: Kaldi's gmm-rescore-lattice.
 //! Replaces the acoustic costs of compact lattices with the model's
 //! −log-likelihoods of their frames (graph costs untouched) and writes
-//! compact lattices; the library is [`crate::score::rescore`].
+//! compact lattices (non-compact input lattices are converted, as Kaldi's
+//! compact-lattice reader does); the library is [`crate::score::rescore`].
 //!
 //! Per-utterance problems (no features, a transition-id the model lacks,
 //! lattice/feature length mismatch, cyclic or empty lattice) are warned about

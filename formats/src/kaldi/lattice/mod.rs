@@ -19,11 +19,12 @@
 //! by OpenFst's rules ([`props`]) when an FST is built or changed, so binary
 //! output is what Kaldi writes byte for byte.
 //!
-//! Not here: OpenFst algorithms beyond the ones Kaldi's copy and rescoring
-//! tools need (compact → non-compact conversion, topological sorting). Turning
-//! a `Lattice` into a `CompactLattice` needs OpenFst's `Factor` and is
-//! reported as unsupported.
+//! Reading a `Lattice` where a `CompactLattice` is expected converts it
+//! (Kaldi's `ConvertLattice`: `Factor`, then `TopSort`), and the other way
+//! round. Not here: OpenFst algorithms beyond the ones Kaldi's copy and
+//! rescoring tools need (those conversions, topological sorting).
 
+mod factor;
 pub mod props;
 mod text;
 pub mod weight;
@@ -162,42 +163,9 @@ impl<W: FstWeight> Fst<W> {
         if self.start < 0 || n == 0 {
             return true;
         }
-        const WHITE: u8 = 0;
-        const GREY: u8 = 1;
-        const BLACK: u8 = 2;
-        let mut color = vec![WHITE; n];
-        let mut finish = Vec::with_capacity(n);
-        let mut root = self.start as usize;
-        loop {
-            color[root] = GREY;
-            let mut stack: Vec<(usize, usize)> = vec![(root, 0)];
-            while let Some(&mut (s, ref mut next)) = stack.last_mut() {
-                if *next >= self.states[s].arcs.len() {
-                    color[s] = BLACK;
-                    finish.push(s);
-                    stack.pop();
-                    continue;
-                }
-                let d = self.states[s].arcs[*next].nextstate as usize;
-                *next += 1;
-                match color[d] {
-                    WHITE => {
-                        color[d] = GREY;
-                        stack.push((d, 0));
-                    }
-                    GREY => return false,
-                    _ => {}
-                }
-            }
-            let from = if root == self.start as usize {
-                0
-            } else {
-                root + 1
-            };
-            match (from..n).find(|&r| color[r] == WHITE) {
-                Some(r) => root = r,
-                None => break,
-            }
+        let (_, finish, acyclic) = dfs(self, true);
+        if !acyclic {
+            return false;
         }
         let mut order = vec![0usize; n];
         for (i, &s) in finish.iter().rev().enumerate() {
@@ -330,6 +298,63 @@ impl<W: FstWeight> Fst<W> {
         };
         Ok(Ok(read_states::<W>(r, &hdr, double)?))
     }
+}
+
+/// OpenFst `DfsVisit` over every state (start state first, then the
+/// unvisited ones in order, arcs in order): the states in discovery order, in
+/// finishing order, and whether no back arc (cycle) was seen. With
+/// `stop_at_cycle` the search ends at the first back arc (`TopOrderVisitor`).
+fn dfs<W>(f: &Fst<W>, stop_at_cycle: bool) -> (Vec<usize>, Vec<usize>, bool) {
+    const WHITE: u8 = 0;
+    const GREY: u8 = 1;
+    const BLACK: u8 = 2;
+    let n = f.states.len();
+    let (mut discovered, mut finish) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    if f.start < 0 || n == 0 {
+        return (discovered, finish, true);
+    }
+    let mut acyclic = true;
+    let mut color = vec![WHITE; n];
+    let mut root = f.start as usize;
+    loop {
+        color[root] = GREY;
+        discovered.push(root);
+        let mut stack: Vec<(usize, usize)> = vec![(root, 0)];
+        while let Some(&mut (s, ref mut next)) = stack.last_mut() {
+            if *next >= f.states[s].arcs.len() {
+                color[s] = BLACK;
+                finish.push(s);
+                stack.pop();
+                continue;
+            }
+            let d = f.states[s].arcs[*next].nextstate as usize;
+            *next += 1;
+            match color[d] {
+                WHITE => {
+                    color[d] = GREY;
+                    discovered.push(d);
+                    stack.push((d, 0));
+                }
+                GREY => {
+                    acyclic = false;
+                    if stop_at_cycle {
+                        return (discovered, finish, false);
+                    }
+                }
+                _ => {}
+            }
+        }
+        let from = if root == f.start as usize {
+            0
+        } else {
+            root + 1
+        };
+        match (from..n).find(|&r| color[r] == WHITE) {
+            Some(r) => root = r,
+            None => break,
+        }
+    }
+    (discovered, finish, acyclic)
 }
 
 /// The fields of OpenFst's `FstHeader` Kaldi lattices use.
@@ -554,17 +579,6 @@ impl CompactLattice {
     }
 }
 
-fn unsupported(at: usize, r: &Reader<'_>, msg: String) -> Error {
-    match r.error_at(at, "") {
-        Error::Format { pos, .. } => Error::Unsupported {
-            path: String::new(),
-            pos,
-            msg,
-        },
-        e => e,
-    }
-}
-
 /// Kaldi's holders: text when the object starts with whitespace, else the
 /// FST magic number.
 enum Form {
@@ -641,15 +655,11 @@ impl Holder for CompactLattice {
         match holder_form(r, "compact lattice")? {
             Form::Text => {
                 let at = r.pos();
-                match text::read_text(r)?.compact {
-                    Some(c) => Ok(c),
-                    None => Err(unsupported(
-                        at,
-                        r,
-                        "this text lattice is a non-compact Lattice; converting it to a CompactLattice \
-                         (OpenFst Factor) is not supported: read it as a Lattice (--write-compact=false)"
-                            .into(),
-                    )),
+                let t = text::read_text(r)?;
+                match (t.compact, t.lattice) {
+                    (Some(c), _) => Ok(c),
+                    (None, Some(l)) => Ok(l.to_compact()),
+                    (None, None) => Err(r.error_at(at, "empty lattice text")),
                 }
             }
             Form::Binary => {
@@ -660,19 +670,15 @@ impl Holder for CompactLattice {
                         if h.arc_type == LatticeWeight::ARC_TYPE
                             || h.arc_type == LatticeWeight::ARC_TYPE_DOUBLE =>
                     {
-                        Err(unsupported(
-                        at,
-                        r,
-                        format!(
-                            "FST with arc type '{}' is a non-compact Lattice; converting it to a CompactLattice \
-                             (OpenFst Factor) is not supported: read it as a Lattice (--write-compact=false)",
-                            h.arc_type
-                        ),
-                    ))
+                        let double = h.arc_type == LatticeWeight::ARC_TYPE_DOUBLE;
+                        Ok(read_states::<LatticeWeight>(r, &h, double)?.to_compact())
                     }
                     Err(h) => Err(r.error_at(
                         at,
-                        format!("FST with arc type '{}' cannot be read as a CompactLattice (expected compactlattice44)", h.arc_type),
+                        format!(
+                            "FST with arc type '{}' cannot be read as a CompactLattice (expected compactlattice44)",
+                            h.arc_type
+                        ),
                     )),
                 }
             }

@@ -292,12 +292,17 @@ fn bad_binary_input_names_the_byte() {
     // Not an FST at all.
     let e = err_of::<CompactLattice>(b"\0B[ 1 2 ]");
     assert!(e.contains("does not appear to be an FST"), "{e}");
-    // A non-compact lattice read as compact: unsupported, says what to do.
-    let e = err_of::<CompactLattice>(&to_bytes(&small_clat().to_lattice(), true));
-    assert!(
-        e.contains("unsupported") && e.contains("--write-compact=false"),
-        "{e}"
+    // A non-compact lattice read as compact is converted (Kaldi's
+    // ConvertLattice). The final weight's string [6] of state 2 joins the arc
+    // into it, as in Kaldi: state 2 has one arc in and one out once converted.
+    let c: CompactLattice = from_bytes(&to_bytes(&small_clat().to_lattice(), true)).unwrap();
+    assert_eq!(c.num_states(), 3);
+    assert_eq!(c.states[1].arcs[0].weight.string, vec![4, 3, 6]);
+    assert_eq!(
+        c.states[1].arcs[0].weight.weight,
+        LatticeWeight::new(2.5, 10.0)
     );
+    assert_eq!(c.states[2].final_weight, CompactLatticeWeight::one());
 }
 
 #[test]
