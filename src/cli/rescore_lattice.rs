@@ -154,7 +154,6 @@ fn rescore(args: &RescoreLatticeArgs) -> Result<i32, String> {
             &mut num_frames,
         )?;
     }
-    drop(flush);
     writer.close().map_err(|e| e.to_string())?;
     crate::kaldi_log!("Done {num_done} lattices with errors on {num_err}, #frames is {num_frames}");
     Ok(if num_done != 0 { 0 } else { 1 })
