@@ -233,3 +233,40 @@ fn non_compact_to_compact_and_back() {
         assert_eq!(tids_in, tids_out, "{k}");
     }
 }
+
+#[test]
+fn text_archives_stream_through_pipes() {
+    // More than the 1 MiB read window of a pipe, so lattices straddle window
+    // boundaries: every one must come through whole.
+    let dir = tempfile::tempdir().unwrap();
+    let src = unzipped(&dir, "lat.ark");
+    let lats: Vec<(String, CompactLattice)> = read_all(&format!("ark:{src}"));
+    let many: Vec<(String, CompactLattice)> = (0..40)
+        .flat_map(|i| {
+            lats.iter()
+                .map(move |(k, l)| (format!("{k}-{i:02}"), l.clone()))
+        })
+        .collect();
+    let txt = dir.path().join("many.txt").display().to_string();
+    write_all(&format!("ark,t:{txt}"), &many);
+    assert!(std::fs::metadata(&txt).unwrap().len() > 1 << 20);
+    let direct: Vec<(String, CompactLattice)> = read_all(&format!("ark:{txt}"));
+    let piped: Vec<(String, CompactLattice)> = read_all(&format!("ark:cat {txt} |"));
+    assert_eq!(direct.len(), many.len());
+    assert!(piped == direct);
+    // A text lattice cut before its empty line is an error, not a short lattice.
+    let text = std::fs::read(&txt).unwrap();
+    let cut = dir.path().join("cut.txt");
+    let end = text.iter().position(|&c| c == b'\n').unwrap() + 30;
+    std::fs::write(&cut, &text[..end]).unwrap();
+    let e = SequentialTableReader::<CompactLattice>::open(&format!("ark:{}", cut.display()))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("end of data inside a text lattice") && e.contains("s01-001-00"),
+        "{e}"
+    );
+}

@@ -126,7 +126,7 @@ fn compact_line(f: &mut CompactLattice, s: i32, col: &[&str]) -> bool {
 }
 
 /// Read lines (reader just after the newline that follows the key) up to and
-/// including the empty line that ends the lattice, or the end of the data.
+/// including the empty line that ends the lattice.
 pub fn read_text(r: &mut Reader<'_>) -> Result<TextFst> {
     let mut lat = Some(Lattice::new());
     let mut clat = Some(CompactLattice::new());
@@ -134,7 +134,9 @@ pub fn read_text(r: &mut Reader<'_>) -> Result<TextFst> {
     loop {
         let rest = r.remaining();
         if rest.is_empty() {
-            break;
+            // Kaldi's writer always ends a lattice with an empty line; without
+            // it the data was cut (or a stream window ended: read more).
+            return Err(r.error("end of data inside a text lattice (no empty line after it)"));
         }
         let line_at = r.pos();
         let (line, used) = match rest.iter().position(|&c| c == b'\n') {
