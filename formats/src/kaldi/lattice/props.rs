@@ -128,8 +128,6 @@ const SET_FINAL: u64 = EXPANDED
     | NOT_TOP_SORTED
     | ACCESSIBLE
     | NOT_ACCESSIBLE
-    | CO_ACCESSIBLE
-    | NOT_CO_ACCESSIBLE
     | WEIGHTED_CYCLES
     | UNWEIGHTED_CYCLES;
 
@@ -183,11 +181,9 @@ const ADD_ARC: u64 = EXPANDED
     | CYCLIC
     | INITIAL_CYCLIC
     | NOT_TOP_SORTED
-    | NOT_ACCESSIBLE
-    | NOT_CO_ACCESSIBLE
-    | NOT_STRING
-    | WEIGHTED_CYCLES
-    | UNWEIGHTED_CYCLES;
+    | ACCESSIBLE
+    | CO_ACCESSIBLE
+    | WEIGHTED_CYCLES;
 
 /// `kStateSortProperties`: what renumbering the states keeps.
 pub const STATE_SORT: u64 =
