@@ -25,14 +25,14 @@ _amtool() {
             amtool,copy)
                 cmd="amtool__subcmd__copy"
                 ;;
-            amtool,copy-to-htk)
-                cmd="amtool__subcmd__copy__subcmd__to__subcmd__htk"
-                ;;
             amtool,help)
                 cmd="amtool__subcmd__help"
                 ;;
             amtool,man)
                 cmd="amtool__subcmd__man"
+                ;;
+            amtool,rescore-lattice)
+                cmd="amtool__subcmd__rescore__subcmd__lattice"
                 ;;
             amtool,shims)
                 cmd="amtool__subcmd__shims"
@@ -46,14 +46,14 @@ _amtool() {
             amtool__subcmd__help,copy)
                 cmd="amtool__subcmd__help__subcmd__copy"
                 ;;
-            amtool__subcmd__help,copy-to-htk)
-                cmd="amtool__subcmd__help__subcmd__copy__subcmd__to__subcmd__htk"
-                ;;
             amtool__subcmd__help,help)
                 cmd="amtool__subcmd__help__subcmd__help"
                 ;;
             amtool__subcmd__help,man)
                 cmd="amtool__subcmd__help__subcmd__man"
+                ;;
+            amtool__subcmd__help,rescore-lattice)
+                cmd="amtool__subcmd__help__subcmd__rescore__subcmd__lattice"
                 ;;
             amtool__subcmd__help,shims)
                 cmd="amtool__subcmd__help__subcmd__shims"
@@ -65,7 +65,7 @@ _amtool() {
 
     case "${cmd}" in
         amtool)
-            opts="-h -V --help --version bench copy copy-to-htk shims completions man help"
+            opts="-h -V --help --version bench copy rescore-lattice shims completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -79,7 +79,7 @@ _amtool() {
             return 0
             ;;
         amtool__subcmd__bench)
-            opts="-h --engine --case --frames --gaussians --states --gaussians-per-state --dim --threads --reps --path --check-frames --help"
+            opts="-h --engine --case --frames --gaussians --states --gaussians-per-state --dim --threads --reps --check-frames --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -121,10 +121,6 @@ _amtool() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --path)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 --check-frames)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -151,7 +147,7 @@ _amtool() {
             return 0
             ;;
         amtool__subcmd__copy)
-            opts="-h --verbose --print-args --config --binary --compress --compression-method --htk-in --kaldi-tool --help"
+            opts="-h --verbose --print-args --config --binary --compress --compression-method --write-compact --include --exclude --ignore-missing --kaldi-tool --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -181,7 +177,19 @@ _amtool() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --htk-in)
+                --write-compact)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --include)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --exclude)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ignore-missing)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -196,50 +204,8 @@ _amtool() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        amtool__subcmd__copy__subcmd__to__subcmd__htk)
-            opts="-h --verbose --print-args --config --output-dir --output-ext --sample-period --sample-kind --help"
-            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-                return 0
-            fi
-            case "${prev}" in
-                --verbose)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --print-args)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --config)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --output-dir)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --output-ext)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --sample-period)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --sample-kind)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                *)
-                    COMPREPLY=()
-                    ;;
-            esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-            return 0
-            ;;
         amtool__subcmd__help)
-            opts="bench copy copy-to-htk shims completions man help"
+            opts="bench copy rescore-lattice shims completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -294,20 +260,6 @@ _amtool() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        amtool__subcmd__help__subcmd__copy__subcmd__to__subcmd__htk)
-            opts=""
-            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-                return 0
-            fi
-            case "${prev}" in
-                *)
-                    COMPREPLY=()
-                    ;;
-            esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-            return 0
-            ;;
         amtool__subcmd__help__subcmd__help)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -323,6 +275,20 @@ _amtool() {
             return 0
             ;;
         amtool__subcmd__help__subcmd__man)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        amtool__subcmd__help__subcmd__rescore__subcmd__lattice)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -358,6 +324,40 @@ _amtool() {
             fi
             case "${prev}" in
                 --completions)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        amtool__subcmd__rescore__subcmd__lattice)
+            opts="-h --verbose --print-args --config --old-acoustic-scale --use-gpu --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --verbose)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --print-args)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --old-acoustic-scale)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --use-gpu)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -28,13 +28,13 @@ complete -c amtool -n "__fish_amtool_needs_command" -s h -l help -d 'Print help'
 complete -c amtool -n "__fish_amtool_needs_command" -s V -l version -d 'Print version'
 complete -c amtool -n "__fish_amtool_needs_command" -f -a "bench" -d 'Run the benchmark cases (../shared/bench/README.md) and print one JSON line per case'
 complete -c amtool -n "__fish_amtool_needs_command" -f -a "copy" -d 'Copy Kaldi tables or objects, converting binary/text (copy-feats, copy-matrix, copy-vector, copy-int-vector, copy-post, gmm-copy, gmm-global-copy, fgmm-global-copy)'
-complete -c amtool -n "__fish_amtool_needs_command" -f -a "copy-to-htk" -d 'Write each matrix of a Kaldi table as an HTK parameter file (copy-feats-to-htk)'
+complete -c amtool -n "__fish_amtool_needs_command" -f -a "rescore-lattice" -d 'Replace the acoustic scores on compact lattices using a new model (gmm-rescore-lattice)'
 complete -c amtool -n "__fish_amtool_needs_command" -f -a "shims" -d 'Create symlinks named like the Kaldi tools amtool replaces (put DIR first on PATH)'
 complete -c amtool -n "__fish_amtool_needs_command" -f -a "completions" -d 'Print a shell completion script (e.g. `amtool completions bash > /etc/bash_completion.d/amtool`)'
 complete -c amtool -n "__fish_amtool_needs_command" -f -a "man" -d 'Write the man pages generated from these option definitions into DIR'
 complete -c amtool -n "__fish_amtool_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c amtool -n "__fish_amtool_using_subcommand bench" -l engine -d 'Engine to run: cpu or cuda' -r
-complete -c amtool -n "__fish_amtool_using_subcommand bench" -l case -d 'Case to run (repeatable; default: all engine cases): estep_seed000, score_seed002, score_seed002_var, fullcov_score_seed001, acc_ali; and the feature-archive read cases (never by default; they write --frames x --dim floats, ~1 GB): read_ark, read_ark_compressed' -r
+complete -c amtool -n "__fish_amtool_using_subcommand bench" -l case -d 'Case to run (repeatable; default: all): estep_seed000, score_seed002, score_seed002_var, fullcov_score_seed001, acc_ali' -r
 complete -c amtool -n "__fish_amtool_using_subcommand bench" -l frames -d 'Frames per case (T for estep_seed000) instead of the paper\'s' -r
 complete -c amtool -n "__fish_amtool_using_subcommand bench" -l gaussians -d 'Gaussians of the estep_seed000 GMM (one M instead of 32, 256, 2048)' -r
 complete -c amtool -n "__fish_amtool_using_subcommand bench" -l states -d 'States (pdfs for acc_ali)' -r
@@ -42,7 +42,6 @@ complete -c amtool -n "__fish_amtool_using_subcommand bench" -l gaussians-per-st
 complete -c amtool -n "__fish_amtool_using_subcommand bench" -l dim -d 'Feature dimension' -r
 complete -c amtool -n "__fish_amtool_using_subcommand bench" -l threads -d 'CPU engine threads (0: one per CPU)' -r
 complete -c amtool -n "__fish_amtool_using_subcommand bench" -l reps -d 'Timed runs per case after one warm-up (the median is reported; at least 3 for figures you publish)' -r
-complete -c amtool -n "__fish_amtool_using_subcommand bench" -l path -d 'Folder for the temporary archives of the read cases (default: the system\'s temp folder)' -r -F
 complete -c amtool -n "__fish_amtool_using_subcommand bench" -l check-frames -d 'Most frames checked against the float64 reference' -r
 complete -c amtool -n "__fish_amtool_using_subcommand bench" -s h -l help -d 'Print help'
 complete -c amtool -n "__fish_amtool_using_subcommand copy" -l verbose -d 'Verbose level (higher = more logging)' -r
@@ -51,25 +50,26 @@ complete -c amtool -n "__fish_amtool_using_subcommand copy" -l config -d 'Read o
 complete -c amtool -n "__fish_amtool_using_subcommand copy" -l binary -d 'Write in binary mode (single objects; for tables the wspecifier\'s `t`/`b` decides, as in Kaldi)' -r
 complete -c amtool -n "__fish_amtool_using_subcommand copy" -l compress -d 'Compress matrices (as copy-feats --compress=true)' -r
 complete -c amtool -n "__fish_amtool_using_subcommand copy" -l compression-method -d 'Compression method: 1 auto, 2 speech feature (CM), 3 two-byte auto (CM2), 4 two-byte signed integer, 5 one-byte auto (CM3), 6 one-byte unsigned integer, 7 one-byte 0..1' -r
-complete -c amtool -n "__fish_amtool_using_subcommand copy" -l htk-in -d 'Read the input table\'s objects as HTK parameter files (copy-feats --htk-in)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand copy" -l write-compact -d 'Lattices: write CompactLattice (true) or non-compact Lattice (false), as lattice-copy (default there: true). Unset, `amtool copy` keeps lattices as stored' -r
+complete -c amtool -n "__fish_amtool_using_subcommand copy" -l include -d 'Tables: copy only the keys listed (first field of each line of this text file), as lattice-copy' -r
+complete -c amtool -n "__fish_amtool_using_subcommand copy" -l exclude -d 'Tables: copy all but the keys listed (first field of each line of this text file), as lattice-copy' -r
+complete -c amtool -n "__fish_amtool_using_subcommand copy" -l ignore-missing -d 'Tables: exit with status 0 even if nothing was copied, as lattice-copy' -r
 complete -c amtool -n "__fish_amtool_using_subcommand copy" -l kaldi-tool -d 'The Kaldi tool this copy stands in for (set by the shims: copy-feats, copy-matrix, ...)' -r
 complete -c amtool -n "__fish_amtool_using_subcommand copy" -s h -l help -d 'Print help'
-complete -c amtool -n "__fish_amtool_using_subcommand copy-to-htk" -l verbose -d 'Verbose level (higher = more logging)' -r
-complete -c amtool -n "__fish_amtool_using_subcommand copy-to-htk" -l print-args -d 'Print the command line to stderr (Kaldi\'s default)' -r
-complete -c amtool -n "__fish_amtool_using_subcommand copy-to-htk" -l config -d 'Read options from FILE (lines of --x=y); options on the command line win' -r -F
-complete -c amtool -n "__fish_amtool_using_subcommand copy-to-htk" -l output-dir -d 'Output directory (created if missing)' -r
-complete -c amtool -n "__fish_amtool_using_subcommand copy-to-htk" -l output-ext -d 'Extension of the HTK files' -r
-complete -c amtool -n "__fish_amtool_using_subcommand copy-to-htk" -l sample-period -d 'HTK sampPeriod, in 100 ns units' -r
-complete -c amtool -n "__fish_amtool_using_subcommand copy-to-htk" -l sample-kind -d 'HTK parmKind code (e.g. 6 MFCC, 7 FBANK, 9 USER, 11 PLP; qualifier bits allowed)' -r
-complete -c amtool -n "__fish_amtool_using_subcommand copy-to-htk" -s h -l help -d 'Print help'
+complete -c amtool -n "__fish_amtool_using_subcommand rescore-lattice" -l verbose -d 'Verbose level (higher = more logging)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand rescore-lattice" -l print-args -d 'Print the command line to stderr (Kaldi\'s default)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand rescore-lattice" -l config -d 'Read options from FILE (lines of --x=y); options on the command line win' -r -F
+complete -c amtool -n "__fish_amtool_using_subcommand rescore-lattice" -l old-acoustic-scale -d 'Add in the scores in the input lattices with this scale, rather than discarding them' -r
+complete -c amtool -n "__fish_amtool_using_subcommand rescore-lattice" -l use-gpu -d 'Compute on a GPU: yes, no or optional (use one if there is one)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand rescore-lattice" -s h -l help -d 'Print help'
 complete -c amtool -n "__fish_amtool_using_subcommand shims" -s h -l help -d 'Print help'
 complete -c amtool -n "__fish_amtool_using_subcommand completions" -s h -l help -d 'Print help'
 complete -c amtool -n "__fish_amtool_using_subcommand man" -l completions -d 'Also write the bash/zsh/fish completion scripts into this folder' -r -F
 complete -c amtool -n "__fish_amtool_using_subcommand man" -s h -l help -d 'Print help'
-complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy copy-to-htk shims completions man help" -f -a "bench" -d 'Run the benchmark cases (../shared/bench/README.md) and print one JSON line per case'
-complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy copy-to-htk shims completions man help" -f -a "copy" -d 'Copy Kaldi tables or objects, converting binary/text (copy-feats, copy-matrix, copy-vector, copy-int-vector, copy-post, gmm-copy, gmm-global-copy, fgmm-global-copy)'
-complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy copy-to-htk shims completions man help" -f -a "copy-to-htk" -d 'Write each matrix of a Kaldi table as an HTK parameter file (copy-feats-to-htk)'
-complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy copy-to-htk shims completions man help" -f -a "shims" -d 'Create symlinks named like the Kaldi tools amtool replaces (put DIR first on PATH)'
-complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy copy-to-htk shims completions man help" -f -a "completions" -d 'Print a shell completion script (e.g. `amtool completions bash > /etc/bash_completion.d/amtool`)'
-complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy copy-to-htk shims completions man help" -f -a "man" -d 'Write the man pages generated from these option definitions into DIR'
-complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy copy-to-htk shims completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy rescore-lattice shims completions man help" -f -a "bench" -d 'Run the benchmark cases (../shared/bench/README.md) and print one JSON line per case'
+complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy rescore-lattice shims completions man help" -f -a "copy" -d 'Copy Kaldi tables or objects, converting binary/text (copy-feats, copy-matrix, copy-vector, copy-int-vector, copy-post, gmm-copy, gmm-global-copy, fgmm-global-copy)'
+complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy rescore-lattice shims completions man help" -f -a "rescore-lattice" -d 'Replace the acoustic scores on compact lattices using a new model (gmm-rescore-lattice)'
+complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy rescore-lattice shims completions man help" -f -a "shims" -d 'Create symlinks named like the Kaldi tools amtool replaces (put DIR first on PATH)'
+complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy rescore-lattice shims completions man help" -f -a "completions" -d 'Print a shell completion script (e.g. `amtool completions bash > /etc/bash_completion.d/amtool`)'
+complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy rescore-lattice shims completions man help" -f -a "man" -d 'Write the man pages generated from these option definitions into DIR'
+complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy rescore-lattice shims completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

@@ -15,6 +15,10 @@
 //! `--binary=false` text); `--htk-in` reads a table of HTK parameter files
 //! (`scp:` of `key file.mfc` lines), as Kaldi's `copy-feats --htk-in`. The
 //! other direction is `amtool copy-to-htk` (`copy-feats-to-htk`).
+//! Lattice archives are copied as lattice-copy does: `--write-compact=true`
+//! (lattice-copy's default) writes `CompactLattice`s, `--write-compact=false`
+//! non-compact `Lattice`s, converting as Kaldi's `ConvertLattice` does; `amtool
+//! copy` without the option keeps each archive's type.
 //!
 //! `amtool copy` keeps matrices as stored (float, double or compressed), so a
 //! binary copy is byte-identical. Run as `copy-feats`/`copy-matrix` it does what
@@ -57,6 +61,21 @@ pub struct CopyArgs {
     #[arg(long, value_name = "BOOL", default_value = "false", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", value_parser = kaldi::parse_bool)]
     pub htk_in: bool,
+    /// Lattices: write CompactLattice (true) or non-compact Lattice (false), as lattice-copy
+    /// (default there: true). Unset, `amtool copy` keeps lattices as stored.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = kaldi::parse_bool)]
+    pub write_compact: Option<bool>,
+    /// Tables: copy only the keys listed (first field of each line of this text file), as lattice-copy.
+    #[arg(long, value_name = "RXFILENAME")]
+    pub include: Option<String>,
+    /// Tables: copy all but the keys listed (first field of each line of this text file), as lattice-copy.
+    #[arg(long, value_name = "RXFILENAME")]
+    pub exclude: Option<String>,
+    /// Tables: exit with status 0 even if nothing was copied, as lattice-copy.
+    #[arg(long, value_name = "BOOL", default_value = "false", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = kaldi::parse_bool)]
+    pub ignore_missing: bool,
     /// The Kaldi tool this copy stands in for (set by the shims: copy-feats, copy-matrix, ...).
     #[arg(long, hide = true, default_value = "amtool-copy")]
     pub kaldi_tool: String,
@@ -106,6 +125,19 @@ fn transform(
     obj: AnyObject,
     compress: Option<CompressionMethod>,
     float_tool: bool,
+    write_compact: Option<bool>,
+) -> Result<AnyObject, String> {
+    match (obj, write_compact) {
+        (AnyObject::CompactLattice(c), Some(false)) => Ok(AnyObject::Lattice(c.to_lattice())),
+        (AnyObject::Lattice(l), Some(true)) => Ok(AnyObject::CompactLattice(l.to_compact())),
+        (obj, _) => transform_other(obj, compress, float_tool),
+    }
+}
+
+fn transform_other(
+    obj: AnyObject,
+    compress: Option<CompressionMethod>,
+    float_tool: bool,
 ) -> Result<AnyObject, String> {
     if let Some(m) = compress {
         let f = obj.to_float_matrix().ok_or_else(|| {
@@ -139,6 +171,15 @@ fn copy_table(args: &CopyArgs) -> Result<i32, String> {
     }
     let float_tool = as_float_tool(&args.kaldi_tool);
     let spec = RSpecifier::parse(&args.input).map_err(|e| e.0)?;
+    let subset = match (&args.include, &args.exclude) {
+        (Some(_), Some(_)) => {
+            return Err("should not have both --exclude and --include option!".into())
+        }
+        (Some(f), None) => Some((read_key_list(f)?, true)),
+        (None, Some(f)) => Some((read_key_list(f)?, false)),
+        (None, None) => None,
+    };
+    let mut num_total = 0usize;
     let mut reader =
         SequentialTableReader::<AnyObject>::open(&args.input).map_err(|e| e.to_string())?;
     let mut writer = TableWriter::<AnyObject>::open(&args.output).map_err(|e| e.to_string())?;
@@ -155,7 +196,7 @@ fn copy_table(args: &CopyArgs) -> Result<i32, String> {
                     None => detect_entry(r.remaining()).ok_or_else(|| {
                         r.error(
                             "cannot tell which Kaldi object this table holds (not a matrix, vector, \
-                             alignment, posterior, Gaussian selection or basic value)",
+                             alignment, posterior, Gaussian selection, lattice or basic value)",
                         )
                     })?,
                 };
@@ -166,12 +207,47 @@ fn copy_table(args: &CopyArgs) -> Result<i32, String> {
             break;
         };
         kind.get_or_insert(obj.object_type());
-        let out = transform(obj, compress, float_tool)
+        num_total += 1;
+        if let Some((keys, include)) = &subset {
+            if *include
+                && spec.opts.sorted
+                && keys.last().is_some_and(|last| key.as_str() > last.as_str())
+            {
+                crate::kaldi_log!(
+                    "The utterance {key} is larger than the last key in the include list. Not reading further."
+                );
+                crate::kaldi_log!("Wrote {num_done} utterances");
+                writer.close().map_err(|e| e.to_string())?;
+                return Ok(0);
+            }
+            if keys.contains(&key) != *include {
+                continue;
+            }
+        }
+        let write_compact = match args.write_compact {
+            None if args.kaldi_tool == "lattice-copy" => Some(true),
+            w => w,
+        };
+        let out = transform(obj, compress, float_tool, write_compact)
             .map_err(|m| format!("{}: key {key}: {m}", printable_rx(&args.input)))?;
         writer.write(&key, &out).map_err(|e| e.to_string())?;
         num_done += 1;
     }
     writer.close().map_err(|e| e.to_string())?;
+    if subset.is_some() {
+        // lattice-copy's subset copy (its compact-lattice branch prints the leading space).
+        let space = if kind == Some(ObjectType::CompactLattice) {
+            " "
+        } else {
+            ""
+        };
+        crate::kaldi_log!("{space}Wrote {num_done} out of {num_total} utterances.");
+        return Ok(if num_done != 0 || args.ignore_missing {
+            0
+        } else {
+            1
+        });
+    }
     match kind {
         Some(t) if t.is_matrix() || compress.is_some() => {
             if args.kaldi_tool == "copy-matrix" {
@@ -182,10 +258,35 @@ fn copy_table(args: &CopyArgs) -> Result<i32, String> {
         }
         Some(ObjectType::Int32Vector) => crate::kaldi_log!("Copied {num_done} vectors of int32."),
         Some(ObjectType::Posterior) => crate::kaldi_log!("Done copying {num_done} posteriors."),
+        Some(ObjectType::Lattice | ObjectType::CompactLattice) => {
+            crate::kaldi_log!("Done copying {num_done} lattices.")
+        }
         Some(t) => crate::kaldi_log!("Copied {num_done} objects ({}).", t.describe()),
         None => crate::kaldi_log!("Copied 0 objects."),
     }
-    Ok(if num_done != 0 { 0 } else { 1 })
+    Ok(if num_done != 0 || args.ignore_missing {
+        0
+    } else {
+        1
+    })
+}
+
+/// lattice-copy's key list: the first field of each line; an empty line is an error.
+fn read_key_list(rx: &str) -> Result<std::collections::BTreeSet<String>, String> {
+    let bytes = crate::train::io::read_input(rx).map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&bytes);
+    let mut keys = std::collections::BTreeSet::new();
+    for line in text.lines() {
+        match line.split([' ', '\t', '\r']).find(|f| !f.is_empty()) {
+            Some(k) => keys.insert(k.to_string()),
+            None => {
+                return Err(format!(
+                    "Unable to parse line \"{line}\" encountered in input in {rx}"
+                ))
+            }
+        };
+    }
+    Ok(keys)
 }
 
 /// `copy-feats --htk-in`: every entry is an HTK parameter file; its frames are

@@ -19,6 +19,7 @@ pub mod kaldi;
 pub mod map_adapt;
 pub mod progress;
 pub mod score;
+pub mod rescore_lattice;
 pub mod shims;
 pub mod sum_accs;
 pub mod train_io;
@@ -86,6 +87,8 @@ pub enum Command {
     UbmMap(ubm_map::UbmMapArgs),
     /// Write each matrix of a Kaldi table as an HTK parameter file (copy-feats-to-htk).
     CopyToHtk(copy_to_htk::CopyToHtkArgs),
+    /// Replace the acoustic scores on compact lattices using a new model (gmm-rescore-lattice).
+    RescoreLattice(rescore_lattice::RescoreLatticeArgs),
     /// Create symlinks named like the Kaldi tools amtool replaces (put DIR first on PATH).
     Shims {
         /// Folder for the links (created if missing).
@@ -136,6 +139,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::MapAdapt(args) => map_adapt::run(args),
         Command::UbmMap(args) => ubm_map::run(args),
         Command::CopyToHtk(args) => copy_to_htk::run(&args),
+        Command::RescoreLattice(args) => rescore_lattice::run(args),
         Command::Shims { dir } => {
             let exe = match std::env::current_exe() {
                 Ok(e) => e,

@@ -122,6 +122,12 @@ pub const SHIMS: &[Shim] = &[
     Shim {
         tool: "gmm-adapt-map",
         argv: &["map-adapt"],
+        tool: "lattice-copy",
+        argv: &["copy", "--kaldi-tool=lattice-copy"],
+    },
+    Shim {
+        tool: "gmm-rescore-lattice",
+        argv: &["rescore-lattice"],
     },
 ];
 

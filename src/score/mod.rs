@@ -10,3 +10,6 @@ pub mod gselect;
 pub mod likes;
 pub mod map;
 pub mod model_file;
+//! Scoring with acoustic models: lattice rescoring.
+
+pub mod rescore;

@@ -16,6 +16,10 @@
 //!   a line with `;` a pair vector, one number with a point or exponent a
 //!   float, else a line of integers an alignment.
 //!
+//! - lattices (either form) come first: binary by the OpenFst magic number
+//!   and arc type, text by a newline after the key followed by tab-separated
+//!   printer lines ([`super::lattice::detect_lattice`]).
+//!
 //! Detection uses the first entry; the caller keeps that type for the whole
 //! table (an empty alignment, posterior and selection look the same and are
 //! written the same).
@@ -26,6 +30,7 @@ use super::compressed::CompressedMatrix;
 use super::gmm::{AmDiagGmm, DiagGmm, FullGmm};
 use super::holder::{Basic, Holder, Int32PairVector, Int32Vector, Int32VectorVector, Posterior};
 use super::io::{is_space, Reader};
+use super::lattice::{detect_lattice, CompactLattice, Lattice, LatticeKind};
 use super::matrix::{Matrix, PackedMatrix, Vector};
 use crate::error::Result;
 
@@ -49,6 +54,8 @@ pub enum ObjectType {
     AmDiagGmm,
     DiagGmm,
     FullGmm,
+    Lattice,
+    CompactLattice,
 }
 
 impl ObjectType {
@@ -71,6 +78,8 @@ impl ObjectType {
             ObjectType::AmDiagGmm => "AmDiagGmm",
             ObjectType::DiagGmm => "DiagGmm",
             ObjectType::FullGmm => "FullGmm",
+            ObjectType::Lattice => "lattice",
+            ObjectType::CompactLattice => "compact lattice",
         }
     }
 
@@ -111,6 +120,11 @@ fn parses_to_boundary<H: Holder>(buf: &[u8]) -> bool {
 /// Detect the object at the start of `buf` (a table entry, from its binary
 /// marker on). `None` when it is none of the table types.
 pub fn detect_entry(buf: &[u8]) -> Option<ObjectType> {
+    match detect_lattice(buf) {
+        Some(LatticeKind::Lattice) => return Some(ObjectType::Lattice),
+        Some(LatticeKind::Compact) => return Some(ObjectType::CompactLattice),
+        None => {}
+    }
     if let [0, b'B', rest @ ..] = buf {
         let tok_end = rest.iter().position(|&c| c == b' ').unwrap_or(rest.len());
         match &rest[..tok_end] {
@@ -214,6 +228,8 @@ pub enum AnyObject {
     AmDiagGmm(AmDiagGmm),
     DiagGmm(DiagGmm),
     FullGmm(FullGmm),
+    Lattice(Lattice),
+    CompactLattice(CompactLattice),
 }
 
 impl AnyObject {
@@ -236,6 +252,8 @@ impl AnyObject {
             ObjectType::AmDiagGmm => AnyObject::AmDiagGmm(Holder::read_holder(r)?),
             ObjectType::DiagGmm => AnyObject::DiagGmm(Holder::read_holder(r)?),
             ObjectType::FullGmm => AnyObject::FullGmm(Holder::read_holder(r)?),
+            ObjectType::Lattice => AnyObject::Lattice(Holder::read_holder(r)?),
+            ObjectType::CompactLattice => AnyObject::CompactLattice(Holder::read_holder(r)?),
         })
     }
 
@@ -257,6 +275,8 @@ impl AnyObject {
             AnyObject::AmDiagGmm(_) => ObjectType::AmDiagGmm,
             AnyObject::DiagGmm(_) => ObjectType::DiagGmm,
             AnyObject::FullGmm(_) => ObjectType::FullGmm,
+            AnyObject::Lattice(_) => ObjectType::Lattice,
+            AnyObject::CompactLattice(_) => ObjectType::CompactLattice,
         }
     }
 
@@ -299,6 +319,8 @@ impl Holder for AnyObject {
             AnyObject::AmDiagGmm(x) => x.write_holder(w, binary),
             AnyObject::DiagGmm(x) => x.write_holder(w, binary),
             AnyObject::FullGmm(x) => x.write_holder(w, binary),
+            AnyObject::Lattice(x) => x.write_holder(w, binary),
+            AnyObject::CompactLattice(x) => x.write_holder(w, binary),
         }
     }
 
@@ -328,6 +350,26 @@ mod tests {
         v
     }
 
+    fn clat() -> CompactLattice {
+        use crate::kaldi::lattice::{Arc, CompactLatticeWeight, FstWeight, LatticeWeight};
+        let mut c = CompactLattice::new();
+        c.add_state();
+        c.add_state();
+        c.set_start(0);
+        let w = CompactLatticeWeight::new(LatticeWeight::new(1.0, 2.0), vec![3, 4]);
+        c.add_arc(
+            0,
+            Arc {
+                ilabel: 7,
+                olabel: 7,
+                weight: w,
+                nextstate: 1,
+            },
+        );
+        c.set_final(1, CompactLatticeWeight::one());
+        c
+    }
+
     #[test]
     fn detects_every_type_in_both_modes() {
         let cases: Vec<(AnyObject, ObjectType)> = vec![
@@ -352,6 +394,11 @@ mod tests {
                 ObjectType::Posterior,
             ),
             (AnyObject::Float(Basic(-79.5)), ObjectType::Float),
+            (
+                AnyObject::CompactLattice(clat()),
+                ObjectType::CompactLattice,
+            ),
+            (AnyObject::Lattice(clat().to_lattice()), ObjectType::Lattice),
         ];
         for (obj, t) in &cases {
             for binary in [true, false] {

@@ -11,6 +11,7 @@ pub mod files;
 pub mod gmm;
 pub mod holder;
 pub mod io;
+pub mod lattice;
 pub mod matrix;
 pub mod model;
 pub mod object;

@@ -1,0 +1,478 @@
+//! Lattice rescoring: Kaldi's gmm-rescore-lattice (`RescoreCompactLattice`
+//! of `lat/lattice-functions.cc` with a `DecodableAmDiagGmm`).
+//!
+//! Each transition-id on a compact lattice's arcs and final weights belongs
+//! to one frame (its position in the lattice's time line). Rescoring adds the
+//! new model's cost −log p(x_t | pdf(tid)) to the acoustic part of the weight
+//! holding it; the graph part is untouched. Before that the old acoustic
+//! costs are scaled by `old_acoustic_scale` (Kaldi's default 0 discards them).
+//!
+//! The order of the float additions is Kaldi's (frame by frame, in time
+//! order), so the results differ from Kaldi's only by the per-frame
+//! log-likelihoods the engine computes. Every mutation goes through the
+//! lattice's OpenFst-property bookkeeping so the written header matches.
+//!
+//! Per-utterance problems (a lattice with a transition-id the model lacks,
+//! lattice/feature length mismatch, cycles, an empty lattice) are returned as
+//! [`Skip`] messages for the caller to warn about and count, as Kaldi does.
+
+use amtool_formats::kaldi::lattice::{
+    CompactLattice, CompactLatticeWeight, FstWeight, LatticeWeight,
+};
+use amtool_formats::kaldi::transition::TransitionModel;
+
+use crate::engine::{FrameBatch, LoadedModel};
+use crate::Result;
+
+/// Why one lattice was not rescored (Kaldi warns and counts it as an error).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skip(pub String);
+
+/// `fst::ScaleLattice(fst::AcousticLatticeScale(scale), clat)`: the acoustic
+/// cost becomes `scale` × itself (graph costs kept), in double as Kaldi
+/// computes it; zero weights stay zero.
+pub fn scale_acoustic(clat: &mut CompactLattice, scale: f32) {
+    if scale == 1.0 {
+        return;
+    }
+    let s = scale as f64;
+    let scaled = |w: &LatticeWeight| {
+        if w.graph == f32::INFINITY {
+            return LatticeWeight::zero();
+        }
+        let (g, a) = (w.graph as f64, w.acoustic as f64);
+        LatticeWeight::new((1.0 * g + 0.0 * a) as f32, (0.0 * g + s * a) as f32)
+    };
+    for st in 0..clat.states.len() {
+        for i in 0..clat.states[st].arcs.len() {
+            let mut arc = clat.states[st].arcs[i].clone();
+            arc.weight.weight = scaled(&arc.weight.weight);
+            clat.set_arc(st, i, arc);
+        }
+        let fw = clat.states[st].final_weight.clone();
+        if fw != CompactLatticeWeight::zero() {
+            let w = CompactLatticeWeight::new(scaled(&fw.weight), fw.string);
+            clat.set_final(st as i32, w);
+        }
+    }
+}
+
+/// Where each frame's transition-ids sit: per frame, (state, arc index or
+/// `None` for the final weight, transition-id), in Kaldi's order.
+#[derive(Debug, Clone, Default)]
+pub struct FramePlan {
+    pub utt_len: usize,
+    pub time_to_state: Vec<Vec<(usize, Option<usize>, i32)>>,
+}
+
+/// Kaldi `CompactLatticeStateTimes`: the frame at which each state is
+/// entered, and the utterance length (0 when no state is final).
+fn state_times(clat: &CompactLattice) -> std::result::Result<(Vec<i64>, usize), Skip> {
+    let n = clat.states.len();
+    let mut times = vec![-1i64; n];
+    times[0] = 0;
+    let mut utt_len: i64 = -1;
+    for s in 0..n {
+        let cur = times[s];
+        for a in &clat.states[s].arcs {
+            let t = cur + a.weight.string.len() as i64;
+            let d = a.nextstate as usize;
+            if times[d] == -1 {
+                times[d] = t;
+            } else if times[d] != t {
+                return Err(Skip(format!(
+                    "state {d} is reached at frames {} and {t}: lattice paths of different lengths",
+                    times[d]
+                )));
+            }
+        }
+        let fw = &clat.states[s].final_weight;
+        if *fw != CompactLatticeWeight::zero() {
+            let this_len = times[s] + fw.string.len() as i64;
+            if utt_len == -1 {
+                utt_len = this_len;
+            } else if this_len != utt_len {
+                crate::kaldi_warn!("Utterance does not seem to have a consistent length.");
+                utt_len = utt_len.max(this_len);
+            }
+        }
+    }
+    if utt_len == -1 {
+        crate::kaldi_warn!("Utterance does not have a final-state.");
+        utt_len = 0;
+    }
+    Ok((times, utt_len.max(0) as usize))
+}
+
+/// Prepare a lattice for rescoring (Kaldi: top-sort if needed, state times,
+/// the frame → arcs table) and check its transition-ids against the model.
+pub fn plan(
+    clat: &mut CompactLattice,
+    trans: &TransitionModel,
+) -> std::result::Result<FramePlan, Skip> {
+    if clat.states.is_empty() {
+        return Err(Skip("Rescoring empty lattice".into()));
+    }
+    if !clat.test_top_sorted() && !clat.top_sort() {
+        return Err(Skip("Cycles detected in lattice.".into()));
+    }
+    if clat.start != 0 {
+        return Err(Skip(format!(
+            "lattice start state is {}, expected 0",
+            clat.start
+        )));
+    }
+    let (times, utt_len) = state_times(clat)?;
+    let mut time_to_state = vec![Vec::new(); utt_len];
+    for (s, st) in clat.states.iter().enumerate() {
+        let t = times[s];
+        if t < 0 {
+            // Kaldi asserts every state has a time.
+            return Err(Skip(format!(
+                "state {s} is not reachable from the start state"
+            )));
+        }
+        let mut add = |arc: Option<usize>, string: &[i32]| -> std::result::Result<(), Skip> {
+            for (off, &tid) in string.iter().enumerate() {
+                if !trans.is_valid_transition_id(tid) {
+                    return Err(Skip(format!(
+                        "transition-id {tid} (state {s}) is not in the model, which has transition-ids 1..{}",
+                        trans.num_transition_ids()
+                    )));
+                }
+                let frame = t as usize + off;
+                if frame >= utt_len {
+                    if arc.is_some() && t as usize == utt_len {
+                        continue; // Kaldi: an end state past the utterance.
+                    }
+                    return Err(Skip(
+                        "There appears to be lattice/feature mismatch, aborting.".into(),
+                    ));
+                }
+                time_to_state[frame].push((s, arc, tid));
+            }
+            Ok(())
+        };
+        for (i, a) in st.arcs.iter().enumerate() {
+            add(Some(i), &a.weight.string)?;
+        }
+        if st.final_weight != CompactLatticeWeight::zero() {
+            add(None, &st.final_weight.string)?;
+        }
+    }
+    // Every frame before utt_len lies on the path to the final state that
+    // defines utt_len, so no frame is left without a transition-id (Kaldi
+    // asserts it).
+    Ok(FramePlan {
+        utt_len,
+        time_to_state,
+    })
+}
+
+/// Add −loglike to each weight of the plan, frame by frame as Kaldi does.
+/// `loglikes` is `utt_len × num_pdfs`.
+pub fn apply(
+    clat: &mut CompactLattice,
+    plan: &FramePlan,
+    trans: &TransitionModel,
+    loglikes: &[f32],
+    num_pdfs: usize,
+) {
+    let id2pdf = trans.id2pdf();
+    for (t, entries) in plan.time_to_state.iter().enumerate() {
+        let row = &loglikes[t * num_pdfs..(t + 1) * num_pdfs];
+        for &(s, arc, tid) in entries {
+            let ll = row[id2pdf[tid as usize] as usize];
+            match arc {
+                None => {
+                    // Kaldi: SetValue2(-log_like + Value2()), one float add.
+                    let mut w = clat.states[s].final_weight.clone();
+                    w.weight.acoustic += -ll;
+                    clat.set_final(s as i32, w);
+                }
+                Some(i) => {
+                    let mut a = clat.states[s].arcs[i].clone();
+                    a.weight.weight.acoustic += -ll;
+                    clat.set_arc(s, i, a);
+                }
+            }
+        }
+    }
+}
+
+/// Scale the old acoustic costs, plan the lattice and check the features
+/// are long enough: everything of Kaldi's `RescoreCompactLattice` but the
+/// scoring. `rows` is the number of feature frames.
+pub fn prepare(
+    clat: &mut CompactLattice,
+    trans: &TransitionModel,
+    rows: usize,
+    old_acoustic_scale: f32,
+) -> std::result::Result<FramePlan, Skip> {
+    scale_acoustic(clat, old_acoustic_scale);
+    let plan = plan(clat, trans)?;
+    if rows < plan.utt_len {
+        return Err(Skip(format!(
+            "Features are too short for lattice: utt-len is {}, {} is last frame",
+            plan.utt_len,
+            rows as i64 - 1
+        )));
+    }
+    Ok(plan)
+}
+
+/// Rescore one lattice with `feats` (frames × dim): Kaldi's
+/// `RescoreCompactLattice` after `ScaleLattice` by `old_acoustic_scale`.
+/// `Ok(Err(skip))` when the lattice cannot be rescored (warn and count);
+/// `Err` when the engine fails.
+pub fn rescore_compact_lattice(
+    clat: &mut CompactLattice,
+    trans: &TransitionModel,
+    model: &mut dyn LoadedModel,
+    feats: &[f32],
+    dim: usize,
+    old_acoustic_scale: f32,
+) -> Result<std::result::Result<(), Skip>> {
+    let plan = match prepare(clat, trans, feats.len() / dim.max(1), old_acoustic_scale) {
+        Ok(p) => p,
+        Err(s) => return Ok(Err(s)),
+    };
+    let mut batch = LatticeBatch::new(dim);
+    batch.push(String::new(), std::mem::take(clat), plan, feats);
+    if let Some((_, done)) = batch.score(trans, model)?.pop() {
+        *clat = done;
+    }
+    Ok(Ok(()))
+}
+
+/// Prepared lattices whose frames are scored together in one engine call
+/// (on a GPU, one launch for many utterances), then rescored in order.
+pub struct LatticeBatch {
+    dim: usize,
+    frames: Vec<f32>,
+    items: Vec<(String, CompactLattice, FramePlan)>,
+}
+
+impl LatticeBatch {
+    pub fn new(dim: usize) -> Self {
+        LatticeBatch {
+            dim,
+            frames: Vec::new(),
+            items: Vec::new(),
+        }
+    }
+
+    /// Frames held so far.
+    pub fn num_frames(&self) -> usize {
+        self.frames.len() / self.dim.max(1)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// Add a prepared lattice and its features (at least `plan.utt_len` rows).
+    pub fn push(&mut self, key: String, clat: CompactLattice, plan: FramePlan, feats: &[f32]) {
+        self.frames
+            .extend_from_slice(&feats[..plan.utt_len * self.dim]);
+        self.items.push((key, clat, plan));
+    }
+
+    /// Score every frame of the batch and rescore its lattices; returns
+    /// them in the order they were pushed and leaves the batch empty.
+    pub fn score(
+        &mut self,
+        trans: &TransitionModel,
+        model: &mut dyn LoadedModel,
+    ) -> Result<Vec<(String, CompactLattice)>> {
+        let num_pdfs = model.num_states();
+        let n = self.num_frames();
+        let mut loglikes = vec![0f32; n * num_pdfs];
+        if n > 0 {
+            model.state_loglikes(FrameBatch::new(&self.frames, self.dim), &mut loglikes)?;
+        }
+        self.frames.clear();
+        let mut at = 0;
+        let mut out = Vec::with_capacity(self.items.len());
+        for (key, mut clat, plan) in self.items.drain(..) {
+            let len = plan.utt_len * num_pdfs;
+            apply(&mut clat, &plan, trans, &loglikes[at..at + len], num_pdfs);
+            at += len;
+            out.push((key, clat));
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use amtool_formats::kaldi::lattice::Arc;
+
+    fn trans() -> TransitionModel {
+        let bytes = std::fs::read("testdata/kaldi/final.mdl").unwrap();
+        amtool_formats::kaldi::model::KaldiModel::from_bytes(&bytes)
+            .unwrap()
+            .trans
+    }
+
+    fn w(g: f32, a: f32, s: &[i32]) -> CompactLatticeWeight {
+        CompactLatticeWeight::new(LatticeWeight::new(g, a), s.to_vec())
+    }
+
+    /// States 0..n, start `start`, arcs (src, dst, tids), finals (state, tids).
+    fn lat(
+        n: usize,
+        start: i32,
+        arcs: &[(i32, i32, &[i32])],
+        finals: &[(i32, &[i32])],
+    ) -> CompactLattice {
+        let mut c = CompactLattice::new();
+        for _ in 0..n {
+            c.add_state();
+        }
+        c.set_start(start);
+        for &(s, d, tids) in arcs {
+            c.add_arc(
+                s,
+                Arc {
+                    ilabel: 1,
+                    olabel: 1,
+                    weight: w(1.0, 5.0, tids),
+                    nextstate: d,
+                },
+            );
+        }
+        for &(s, tids) in finals {
+            c.set_final(s, w(0.5, 2.0, tids));
+        }
+        c
+    }
+
+    fn skip(mut c: CompactLattice) -> String {
+        plan(&mut c, &trans()).unwrap_err().0
+    }
+
+    #[test]
+    fn plan_follows_kaldi_time_line() {
+        // 0 -[1 1]-> 1 -[2]-> 2, final 2 with [3]: frames 0,0,1,2 -> 4 entries over 4 frames.
+        let mut c = lat(3, 0, &[(0, 1, &[1, 1]), (1, 2, &[2])], &[(2, &[3])]);
+        let p = plan(&mut c, &trans()).unwrap();
+        assert_eq!(p.utt_len, 4);
+        assert_eq!(p.time_to_state[0], vec![(0, Some(0), 1)]);
+        assert_eq!(p.time_to_state[2], vec![(1, Some(0), 2)]);
+        assert_eq!(p.time_to_state[3], vec![(2, None, 3)]);
+        // No final state: length 0, nothing to score (Kaldi writes it as is).
+        let mut c = lat(2, 0, &[(0, 1, &[1])], &[]);
+        assert_eq!(plan(&mut c, &trans()).unwrap().utt_len, 0);
+        // Finals at different times: warned, the longer one counts.
+        let mut c = lat(2, 0, &[(0, 1, &[1])], &[(0, &[1]), (1, &[1])]);
+        assert_eq!(plan(&mut c, &trans()).unwrap().utt_len, 2);
+    }
+
+    #[test]
+    fn bad_lattices_are_skipped_with_kaldi_messages() {
+        assert_eq!(skip(CompactLattice::new()), "Rescoring empty lattice");
+        let cyclic = lat(2, 0, &[(0, 1, &[1]), (1, 0, &[1])], &[(1, &[])]);
+        assert_eq!(skip(cyclic), "Cycles detected in lattice.");
+        let start1 = lat(2, 1, &[(0, 1, &[1])], &[(1, &[1])]);
+        assert!(skip(start1).contains("start state is 1"));
+        let unequal = lat(
+            3,
+            0,
+            &[(0, 1, &[1]), (0, 2, &[1]), (1, 2, &[1])],
+            &[(2, &[])],
+        );
+        assert!(skip(unequal).contains("paths of different lengths"));
+        let unreachable = lat(3, 0, &[(0, 1, &[1])], &[(1, &[]), (2, &[])]);
+        assert!(skip(unreachable).contains("state 2 is not reachable"));
+        // A dead-end branch longer than the utterance.
+        let mismatch = lat(
+            4,
+            0,
+            &[(0, 1, &[1, 1, 1]), (1, 2, &[1]), (0, 3, &[1])],
+            &[(3, &[])],
+        );
+        assert_eq!(
+            skip(mismatch),
+            "There appears to be lattice/feature mismatch, aborting."
+        );
+        let bad_tid = lat(2, 0, &[(0, 1, &[1, 0])], &[(1, &[])]);
+        assert!(skip(bad_tid).contains("transition-id 0 (state 0) is not in the model"));
+    }
+
+    #[test]
+    fn scaling_keeps_graph_costs_and_zero_weights() {
+        let mut c = lat(2, 0, &[(0, 1, &[1])], &[(1, &[])]);
+        scale_acoustic(&mut c, 0.5);
+        assert_eq!(
+            c.states[0].arcs[0].weight.weight,
+            LatticeWeight::new(1.0, 2.5)
+        );
+        assert_eq!(
+            c.states[1].final_weight.weight,
+            LatticeWeight::new(0.5, 1.0)
+        );
+        assert_eq!(c.states[0].final_weight, CompactLatticeWeight::zero());
+        scale_acoustic(&mut c, 0.0);
+        assert_eq!(
+            c.states[0].arcs[0].weight.weight,
+            LatticeWeight::new(1.0, 0.0)
+        );
+    }
+
+    #[test]
+    fn batched_equals_one_by_one() {
+        use amtool_formats::kaldi::matrix::Matrix;
+        use amtool_formats::kaldi::table::SequentialTableReader;
+        use std::io::Read;
+        let model = amtool_formats::kaldi::model::KaldiModel::from_bytes(
+            &std::fs::read("testdata/kaldi/final.mdl").unwrap(),
+        )
+        .unwrap();
+        let engine = crate::engine::select(crate::engine::UseGpu::No, 1).unwrap();
+        let mut loaded = engine
+            .load(&crate::model::AcousticModel::from_am_diag_gmm(&model.am))
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let lat = dir.path().join("lat.ark");
+        let mut raw = Vec::new();
+        flate2::read::GzDecoder::new(
+            std::fs::File::open("testdata/kaldi/lattice/lat.ark.gz").unwrap(),
+        )
+        .read_to_end(&mut raw)
+        .unwrap();
+        std::fs::write(&lat, raw).unwrap();
+        let lats: Vec<(String, CompactLattice)> =
+            SequentialTableReader::open(&format!("ark:{}", lat.display()))
+                .unwrap()
+                .take(3)
+                .map(|x| x.unwrap())
+                .collect();
+        let feats: Vec<(String, Matrix<f32>)> =
+            SequentialTableReader::open("ark:testdata/kaldi/feats/feats_cmvn_deltas.first3.ark")
+                .unwrap()
+                .map(|x| x.unwrap())
+                .collect();
+        let mut batch = LatticeBatch::new(39);
+        let mut single = Vec::new();
+        for ((k, l), (_, f)) in lats.iter().zip(&feats) {
+            let mut one = l.clone();
+            rescore_compact_lattice(&mut one, &model.trans, loaded.as_mut(), f.data(), 39, 0.0)
+                .unwrap()
+                .unwrap();
+            single.push(one);
+            let mut c = l.clone();
+            let p = prepare(&mut c, &model.trans, f.rows(), 0.0).unwrap();
+            batch.push(k.clone(), c, p, f.data());
+        }
+        let batched = batch.score(&model.trans, loaded.as_mut()).unwrap();
+        assert!(batch.is_empty());
+        assert_eq!(batched.len(), 3);
+        // The engines' results do not depend on how frames are batched.
+        for ((_, b), s) in batched.iter().zip(&single) {
+            assert_eq!(b, s);
+        }
+        assert_ne!(batched[0].1, lats[0].1);
+    }
+}
