@@ -8,6 +8,7 @@
 pub mod bench;
 pub mod copy;
 pub mod docs;
+pub mod herest;
 pub mod kaldi;
 pub mod shims;
 
@@ -50,6 +51,8 @@ pub enum Command {
     /// Copy Kaldi tables or objects, converting binary/text (copy-feats, copy-matrix,
     /// copy-vector, copy-int-vector, copy-post, gmm-copy, gmm-global-copy, fgmm-global-copy).
     Copy(copy::CopyArgs),
+    /// HTK embedded Baum-Welch re-estimation with HERest's own options (-C -I -S -H -M -t -u ...).
+    Herest(herest::HerestArgs),
     /// Create symlinks named like the Kaldi tools amtool replaces (put DIR first on PATH).
     Shims {
         /// Folder for the links (created if missing).
@@ -81,6 +84,7 @@ impl Command {
                 | Command::Completions { .. }
                 | Command::Man { .. }
                 | Command::Bench(_)
+                | Command::Herest(_)
         )
     }
 }
@@ -90,6 +94,7 @@ pub fn run(cli: Cli) -> i32 {
     match cli.command {
         Command::Bench(args) => bench::run(&args),
         Command::Copy(args) => copy::run(args),
+        Command::Herest(args) => herest::run(args),
         Command::Shims { dir } => {
             let exe = match std::env::current_exe() {
                 Ok(e) => e,
@@ -163,7 +168,8 @@ pub fn main_with_args(args: Vec<OsString>) -> i32 {
     };
     kaldi::set_program(&program);
     // `amtool bench` is not a Kaldi tool: its options take `--case NAME` too.
-    let rest = if sub.is_empty() || sub[0] == "bench" {
+    // HERest's options are HTK's single-dash ones: no Kaldi rewriting.
+    let rest = if sub.is_empty() || sub[0] == "bench" || sub[0] == "herest" {
         rest.to_vec()
     } else {
         match kaldi::normalize_args(rest) {

@@ -47,6 +47,10 @@ pub const SHIMS: &[Shim] = &[
         tool: "fgmm-global-copy",
         argv: &["copy", "--kaldi-tool=fgmm-global-copy"],
     },
+    Shim {
+        tool: "HERest",
+        argv: &["herest"],
+    },
 ];
 
 pub fn find(tool: &str) -> Option<&'static Shim> {

@@ -336,7 +336,11 @@ impl ParamFile {
 
     /// A float parameter file from a Kaldi matrix, as `copy-feats-to-htk`
     /// writes it (its defaults: `sample_period` 100000, kind USER).
-    pub fn from_matrix(m: &crate::kaldi::matrix::Matrix<f32>, kind: ParmKind, samp_period: i32) -> Self {
+    pub fn from_matrix(
+        m: &crate::kaldi::matrix::Matrix<f32>,
+        kind: ParmKind,
+        samp_period: i32,
+    ) -> Self {
         Self::from_f32(kind, samp_period, m.cols(), m.data().to_vec())
     }
 

@@ -1,0 +1,421 @@
+//! One HERest pass: read the HMM set, run forward-backward over every
+//! utterance of the script, accumulate, update, write the set back (`-M`).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use amtool_formats::htk::config::Config;
+use amtool_formats::htk::mlf::{EntryBody, Mlf};
+use amtool_formats::htk::mmf::{HmmList, HmmSet};
+use amtool_formats::htk::param::ParamFile;
+use amtool_formats::htk::parmkind::{ParmKind, HASCOMPX, HASCRCC};
+use rayon::prelude::*;
+
+use super::accs::{HerestAccs, HtkUpdate};
+use super::fb::{forward_backward, FbFailure, FbSink, OutProbs, Pruning};
+use super::sentence::{HmmTable, Sentence};
+use super::update::{htk_round_trip, ml_update, UpdateReport, UpdateSettings};
+use crate::engine::{self, FrameBatch, UseGpu};
+use crate::model::htk::HtkModel;
+use crate::{Error, Result};
+
+/// Everything a HERest command line says.
+#[derive(Debug, Clone)]
+pub struct HerestJob {
+    pub configs: Vec<PathBuf>,
+    pub mlfs: Vec<PathBuf>,
+    pub mmfs: Vec<PathBuf>,
+    pub hmm_list: PathBuf,
+    pub data: Vec<String>,
+    pub out_dir: Option<PathBuf>,
+    pub prune: Pruning,
+    pub flags: HtkUpdate,
+    pub min_var: f32,
+    pub mix_floor: f32,
+    pub min_egs: u64,
+    pub binary: bool,
+    /// `-T`: 1 prints HERest's per-utterance lines.
+    pub trace: u32,
+    /// Where state log-likelihoods come from.
+    pub scorer: Scorer,
+}
+
+/// Who computes the output probabilities.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scorer {
+    /// HTK's own float arithmetic ([`super::score`]), for HERest's exact numbers.
+    Htk,
+    /// An amtool engine (CPU or CUDA, Kaldi's expanded form).
+    Engine(UseGpu),
+}
+
+/// What a pass produced.
+#[derive(Debug, Clone)]
+pub struct HerestOutcome {
+    pub set: HmmSet,
+    pub accs: HerestAccs,
+    pub report: UpdateReport,
+    pub skipped: Vec<String>,
+    pub written: Vec<PathBuf>,
+}
+
+impl HerestOutcome {
+    pub fn avg_log_prob(&self) -> f64 {
+        self.accs.total_pr / self.accs.total_frames as f64
+    }
+}
+
+/// HERest's label file name for a data file: same path, extension `lab`.
+pub fn label_file_name(datafn: &str) -> String {
+    let p = Path::new(datafn);
+    p.with_extension("lab").display().to_string()
+}
+
+fn base_name(f: &str) -> String {
+    Path::new(f)
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| f.to_string())
+}
+
+/// The label names of `labfn`, from the first MLF that has it, else from the file.
+fn load_labels(mlfs: &[(String, Mlf)], labfn: &str) -> Result<Vec<String>> {
+    for (mname, mlf) in mlfs {
+        if let Some(e) = mlf.find(labfn) {
+            return match &e.body {
+                EntryBody::Labels(alts) => Ok(alts
+                    .first()
+                    .map(|a| a.iter().map(|l| l.levels[0].0.clone()).collect())
+                    .unwrap_or_default()),
+                EntryBody::SubDir(d) => read_label_file(&Path::new(d).join(base_name(labfn))),
+                EntryBody::FullDir(d) => read_label_file(&Path::new(d).join(labfn)),
+            }
+            .map_err(|e| Error::Mismatch(format!("{e} (label file {labfn} via MLF {mname})")));
+        }
+    }
+    read_label_file(Path::new(labfn)).map_err(|e| {
+        Error::Mismatch(format!(
+            "cannot find label file {labfn}: not in any -I MLF and not readable ({e})"
+        ))
+    })
+}
+
+fn read_label_file(p: &Path) -> Result<Vec<String>> {
+    let text = std::fs::read_to_string(p).map_err(|e| Error::Io {
+        path: p.display().to_string(),
+        source: e,
+    })?;
+    let mut v = Vec::new();
+    for line in text.lines() {
+        if line.trim() == "///" {
+            break;
+        }
+        if let Some(w) = line.split_whitespace().find(|w| w.parse::<f64>().is_err()) {
+            v.push(w.to_string());
+        }
+    }
+    Ok(v)
+}
+
+/// One utterance scored by the engine.
+struct Scored {
+    datafn: String,
+    labfn: String,
+    labels: Vec<String>,
+    feats: Vec<f32>,
+    frames: usize,
+    state_ll: Vec<f32>,
+    comp_ll: HashMap<usize, Vec<f32>>,
+}
+
+/// Sink that gathers one utterance's statistics into a [`HerestAccs`].
+struct AccSink<'a> {
+    set: &'a HmmSet,
+    model: &'a HtkModel,
+    sent: &'a Sentence<'a>,
+    u: HtkUpdate,
+    min_fp: f64,
+    feats: &'a [f32],
+    dim: usize,
+    comp_ll: &'a HashMap<usize, Vec<f32>>,
+    acc: HerestAccs,
+}
+
+impl FbSink for AccSink<'_> {
+    fn state_occ(&mut self, q: usize, _t: usize, occ: &[f64]) {
+        if self.u.trans {
+            let tp = self.sent.models[q].transp;
+            let ta = &mut self.acc.trans[tp];
+            for i in 1..occ.len() - 1 {
+                ta.occ[i] += occ[i];
+            }
+        }
+    }
+
+    fn mix_occ(&mut self, q: usize, j: usize, t: usize, log_occ: f64, initx: f64) {
+        if !(self.u.means || self.u.vars || self.u.weights) {
+            return;
+        }
+        let ms = self.sent.models[q].states[j];
+        let s = self.model.set_state[ms];
+        let stream = &self.set.states[s].streams[0];
+        let mmix = stream.num_mixes > 1;
+        let x_t = &self.feats[(t - 1) * self.dim..t * self.dim];
+        let comps = &self.model.mixture_of[ms];
+        let mut sum = 0.0;
+        for (c, &mi) in comps.iter().enumerate() {
+            let x = if mmix {
+                let ll = &self.comp_ll[&ms];
+                initx + ll[(t - 1) * comps.len() + c] as f64
+            } else {
+                log_occ
+            };
+            if -x < self.min_fp {
+                let lr = x.exp();
+                sum += lr;
+                let pdf = stream.mixtures[mi].pdf;
+                self.acc.add_frame(self.set, pdf, x_t, lr, self.u);
+                if self.u.weights {
+                    self.acc.weight[s].c[mi] += lr;
+                }
+            }
+        }
+        self.acc.weight[s].occ += sum;
+    }
+
+    fn trans(&mut self, q: usize, i: usize, j: usize, value: f64) {
+        if self.u.trans {
+            let m = self.sent.models[q];
+            self.acc.trans[m.transp].tran[i * (m.n + 1) + j] += value;
+        }
+    }
+}
+
+fn load_config(paths: &[PathBuf]) -> Result<Config> {
+    let mut c = Config::default();
+    for p in paths {
+        c.extend(Config::load(p)?);
+    }
+    Ok(c)
+}
+
+/// Run one HERest pass (accumulate over `job.data`, update, save into `out_dir`).
+pub fn run(job: &HerestJob) -> Result<HerestOutcome> {
+    let config = load_config(&job.configs)?;
+    let mut set = HmmSet::load(&job.mmfs)?;
+    let list = HmmList::load(&job.hmm_list)?;
+    let set_name = job
+        .mmfs
+        .last()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    // HERest scores with the <GCONST>s as read from the file (7 digits), so
+    // the scorer does too; `scoring` is the set as loaded.
+    let scoring = set.clone();
+    let model = HtkModel::from_hmm_set(&scoring, &set_name)?;
+    let table = HmmTable::new(&set, &list, &model)?;
+    let mut mlfs = Vec::new();
+    for m in &job.mlfs {
+        mlfs.push((m.display().to_string(), Mlf::load(m)?));
+    }
+    let target = match config.get("HPARM", "TARGETKIND") {
+        Some(k) => Some(
+            k.parse::<ParmKind>()
+                .map_err(|e| Error::Mismatch(format!("config TARGETKIND = {k}: {e}")))?,
+        ),
+        None => None,
+    };
+    let want = target.or(set.options.parm_kind);
+    let multi_mix = set.states.iter().any(|s| s.streams[0].num_mixes > 1);
+    let map_tau = match config.get_f64("HMAP", "MAPTAU") {
+        Some(Ok(v)) => v,
+        Some(Err(e)) => return Err(Error::Mismatch(format!("config: {e}"))),
+        None => 20.0,
+    };
+    if job.flags.map {
+        return Err(Error::Mismatch(
+            "HERest -u p (MAP) is not implemented yet in amtool".into(),
+        ));
+    }
+    let eng = match job.scorer {
+        Scorer::Engine(g) => Some(engine::select(g, 0)?),
+        Scorer::Htk => None,
+    };
+    let mut lm = match &eng {
+        Some(e) => Some(e.load(&model.model)?),
+        None => None,
+    };
+    let inv_var = super::score::inverse_variances(&scoring);
+    let dim = model.model.dim;
+    let mut accs = HerestAccs::zeros(&set);
+    let mut skipped = Vec::new();
+    const BATCH: usize = 16;
+    for batch in job.data.chunks(BATCH) {
+        let mut scored = Vec::with_capacity(batch.len());
+        for datafn in batch {
+            let labfn = label_file_name(datafn);
+            let labels = load_labels(&mlfs, &labfn)?;
+            let pf = ParamFile::open(datafn)?;
+            let strip = |k: ParmKind| k.without(HASCOMPX | HASCRCC);
+            if let Some(w) = want {
+                if strip(pf.kind) != strip(w) {
+                    return Err(Error::Mismatch(format!(
+                        "{datafn}: parameter kind {} differs from the HMM set's {} \
+                         (feature conversion is not supported: code the features with HCopy)",
+                        pf.kind, w
+                    )));
+                }
+            }
+            if pf.ncols != dim {
+                return Err(Error::Mismatch(format!(
+                    "{datafn}: vector size {} is incompatible with the HMM set's {dim}",
+                    pf.ncols
+                )));
+            }
+            let feats = pf.to_f32();
+            let frames = pf.n_frames();
+            let mut state_ll = Vec::new();
+            let mut comp_ll = HashMap::new();
+            if let Some(lm) = lm.as_mut() {
+                let batchf = FrameBatch::new(&feats, dim);
+                state_ll = vec![0f32; frames * model.model.num_states()];
+                lm.state_loglikes(batchf, &mut state_ll)?;
+                if multi_mix {
+                    let sent = Sentence::new(&table, &labels, &labfn)?;
+                    for ms in sentence_states(&sent) {
+                        let nc = model.model.states[ms].num_components();
+                        let mut out = vec![0f32; frames * nc];
+                        lm.component_loglikes(ms, batchf, &mut out)?;
+                        comp_ll.insert(ms, out);
+                    }
+                }
+            }
+            scored.push(Scored {
+                datafn: datafn.clone(),
+                labfn,
+                labels,
+                feats,
+                frames,
+                state_ll,
+                comp_ll,
+            });
+        }
+        let lm_none = lm.is_none();
+        let results: Vec<Result<(HerestAccs, std::result::Result<f64, FbFailure>)>> = scored
+            .par_iter_mut()
+            .map(|u| {
+                let sent = Sentence::new(&table, &u.labels, &u.labfn)?;
+                if lm_none {
+                    u.state_ll = vec![0f32; u.frames * model.model.num_states()];
+                    super::score::score(
+                        &scoring,
+                        &model,
+                        &inv_var,
+                        &u.feats,
+                        dim,
+                        &sentence_states(&sent),
+                        &mut u.state_ll,
+                        &mut u.comp_ll,
+                    );
+                }
+                let u = &*u;
+                let op = OutProbs {
+                    state_ll: &u.state_ll,
+                    num_states: model.model.num_states(),
+                };
+                let mut sink = AccSink {
+                    set: &set,
+                    model: &model,
+                    sent: &sent,
+                    u: job.flags,
+                    min_fp: job.prune.min_forward_prob,
+                    feats: &u.feats,
+                    dim,
+                    comp_ll: &u.comp_ll,
+                    acc: HerestAccs::zeros(&set),
+                };
+                let r = forward_backward(&sent, &op, u.frames, &job.prune, multi_mix, &mut sink);
+                let mut acc = sink.acc;
+                if r.is_ok() {
+                    for m in &sent.models[1..] {
+                        acc.num_egs[m.hmm] += 1;
+                    }
+                }
+                Ok((acc, r))
+            })
+            .collect();
+        for (u, r) in scored.iter().zip(results) {
+            let (acc, r) = r?;
+            if job.trace & 1 != 0 {
+                println!(
+                    " Processing Data: {}; Label {}",
+                    base_name(&u.datafn),
+                    base_name(&u.labfn)
+                );
+            }
+            match r {
+                Ok(pr) => {
+                    if job.trace & 1 != 0 {
+                        println!(
+                            " Utterance prob per frame = {}",
+                            amtool_formats::htk::cfmt::fmt_e(pr / u.frames as f64)
+                        );
+                    }
+                    accs.add(&acc);
+                    accs.total_pr += pr;
+                    accs.total_frames += u.frames as u64;
+                }
+                Err(f) => {
+                    if job.trace & 1 != 0 {
+                        match f {
+                            FbFailure::TooShort { states, frames } => {
+                                println!(" Unable to traverse {states} states in {frames} frames")
+                            }
+                            FbFailure::Pruned => println!(" No path found in beta pass"),
+                        }
+                    }
+                    eprintln!(
+                        "WARNING [-7324]  StepBack: File {} - bad data or over pruning",
+                        u.datafn
+                    );
+                    skipped.push(u.datafn.clone());
+                }
+            }
+        }
+    }
+    htk_round_trip(&mut set);
+    let st = UpdateSettings {
+        flags: job.flags,
+        min_egs: job.min_egs,
+        min_var: job.min_var,
+        mix_floor: job.mix_floor,
+        map_tau,
+    };
+    let report = ml_update(&mut set, &accs, &st);
+    set.normalise_transitions_like_htk();
+    let written = match &job.out_dir {
+        Some(d) => set.save_to_dir(d, job.binary)?,
+        None => set.save_to_dir(".", job.binary)?,
+    };
+    Ok(HerestOutcome {
+        set,
+        accs,
+        report,
+        skipped,
+        written,
+    })
+}
+
+/// The distinct model states of a sentence, in order of first use.
+fn sentence_states(sent: &Sentence) -> Vec<usize> {
+    let mut seen = std::collections::HashSet::new();
+    let mut v = Vec::new();
+    for m in &sent.models[1..] {
+        for j in 2..m.n {
+            if seen.insert(m.states[j]) {
+                v.push(m.states[j]);
+            }
+        }
+    }
+    v
+}

@@ -1,0 +1,14 @@
+//! HTK embedded Baum-Welch re-estimation, as HERest does it: for each
+//! utterance the sentence HMM of its label sequence ([`sentence`]), HFB's
+//! pruned forward-backward ([`fb`]), statistics attached to the shared objects
+//! of the HMM set ([`accs`]), and HERest's update rules ([`update`]).
+//! [`herest`] drives a whole pass; state and component log-likelihoods come
+//! from an [`crate::engine`], the forward-backward runs on the CPU across
+//! utterances (rayon). Nothing here parses command lines.
+
+pub mod accs;
+pub mod fb;
+pub mod herest;
+pub mod score;
+pub mod sentence;
+pub mod update;

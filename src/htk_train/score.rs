@@ -1,0 +1,103 @@
+//! HTK's own output probabilities (HModel's `IDOutP`/`FOutP`, HFB's
+//! `ShStrP`): per Gaussian −½(gconst + (x−μ)ᵀΣ⁻¹(x−μ)) summed in float in
+//! HTK's order, mixtures combined with `LAdd`, results stored as float.
+//!
+//! The engines compute the same quantity in the expanded form
+//! gconst′ + x·Σ⁻¹μ − ½xᵀΣ⁻¹x, which for un-normalised HTK features (c0 near
+//! 70) cancels large terms in float and moves HERest's printed average log
+//! probability in its 5th significant digit; this scorer reproduces it.
+
+use amtool_formats::htk::mmf::{Covariance, HmmSet};
+
+use super::fb::{ladd, LZERO};
+use crate::model::htk::HtkModel;
+
+/// One Gaussian's log density as HTK computes it (float).
+fn gauss(set: &HmmSet, pdf: usize, x: &[f32], inv_var: &[Vec<f32>]) -> f32 {
+    let p = &set.pdfs[pdf];
+    let mean = &set.means[p.mean];
+    let g = p.gconst.unwrap_or(0.0);
+    match p.cov {
+        Covariance::Diag(v) => {
+            let iv = &inv_var[v];
+            let mut sum = g;
+            for k in 0..mean.len() {
+                let xmm = x[k] - mean[k];
+                sum += xmm * xmm * iv[k];
+            }
+            (-0.5 * sum as f64) as f32
+        }
+        Covariance::InvCovar(c) => {
+            let m = &set.covars[c];
+            let n = mean.len();
+            let xmm: Vec<f32> = (0..n).map(|k| x[k] - mean[k]).collect();
+            let mut sum = 0f32;
+            for i in 1..n {
+                for j in 0..i {
+                    sum += xmm[i] * xmm[j] * m.get(i, j);
+                }
+            }
+            sum *= 2.0;
+            for i in 0..n {
+                sum += xmm[i] * xmm[i] * m.get(i, i);
+            }
+            (-0.5 * (g + sum) as f64) as f32
+        }
+        _ => LZERO as f32,
+    }
+}
+
+/// Precomputed inverse variances (HERest's `ConvDiagC`), per `variances` entry.
+pub fn inverse_variances(set: &HmmSet) -> Vec<Vec<f32>> {
+    set.variances
+        .iter()
+        .map(|v| v.iter().map(|&x| 1.0f32 / x).collect())
+        .collect()
+}
+
+/// State log-likelihoods (`frames × states`) and, for the states listed in
+/// `comp_states`, component log-likelihoods with the log weight included
+/// (`frames × components`), for the model states of `model`.
+pub fn score(
+    set: &HmmSet,
+    model: &HtkModel,
+    inv_var: &[Vec<f32>],
+    feats: &[f32],
+    dim: usize,
+    states: &[usize],
+    state_ll: &mut [f32],
+    comp_ll: &mut std::collections::HashMap<usize, Vec<f32>>,
+) {
+    let ns = model.model.num_states();
+    let frames = feats.len() / dim;
+    for &ms in states {
+        let st = &set.states[model.set_state[ms]].streams[0];
+        let comps = &model.mixture_of[ms];
+        let mut cl = if st.num_mixes > 1 {
+            Some(vec![0f32; frames * comps.len()])
+        } else {
+            None
+        };
+        for t in 0..frames {
+            let x = &feats[t * dim..(t + 1) * dim];
+            let mut tot = LZERO;
+            for (c, &mi) in comps.iter().enumerate() {
+                let mx = st.mixtures[mi];
+                let l = gauss(set, mx.pdf, x, inv_var);
+                let w = (mx.weight as f64).ln() as f32;
+                if comps.len() == 1 && st.num_mixes == 1 {
+                    tot = l as f64;
+                } else {
+                    tot = ladd(tot, w as f64 + l as f64);
+                }
+                if let Some(cl) = cl.as_mut() {
+                    cl[t * comps.len() + c] = (w as f64 + l as f64) as f32;
+                }
+            }
+            state_ll[t * ns + ms] = tot as f32;
+        }
+        if let Some(cl) = cl {
+            comp_ll.insert(ms, cl);
+        }
+    }
+}
