@@ -212,7 +212,16 @@ pub fn run(job: &HerestJob) -> Result<HerestOutcome> {
     // HERest scores with the <GCONST>s as read from the file (7 digits), so
     // the scorer does too; `scoring` is the set as loaded.
     let scoring = set.clone();
-    let model = HtkModel::from_hmm_set(&scoring, &set_name)?;
+    let mut model = HtkModel::from_hmm_set(&scoring, &set_name)?;
+    let log_wt = super::score::log_weights(&scoring);
+    // The engines see the same log weights (see `score::log_weights`).
+    for (ms, g) in model.model.states.iter_mut().enumerate() {
+        let s = model.set_state[ms];
+        for (c, &mi) in model.mixture_of[ms].iter().enumerate() {
+            let w = scoring.states[s].streams[0].mixtures[mi].weight;
+            g.gconsts[c] += (log_wt[s][mi] as f64 - (w as f64).ln()) as f32;
+        }
+    }
     let table = HmmTable::new(&set, &list, &model)?;
     let mut mlfs = Vec::new();
     for m in &job.mlfs {
@@ -311,6 +320,7 @@ pub fn run(job: &HerestJob) -> Result<HerestOutcome> {
                         &scoring,
                         &model,
                         &inv_var,
+                        &log_wt,
                         &u.feats,
                         dim,
                         &sentence_states(&sent),

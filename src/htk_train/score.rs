@@ -7,10 +7,42 @@
 //! 70) cancels large terms in float and moves HERest's printed average log
 //! probability in its 5th significant digit; this scorer reproduces it.
 
-use amtool_formats::htk::mmf::{Covariance, HmmSet};
+use amtool_formats::htk::mmf::{Covariance, HmmSet, MINMIX};
 
 use super::fb::{ladd, LZERO};
 use crate::model::htk::HtkModel;
+
+/// The log mixture weights HERest scores with, per `states` entry and
+/// mixture. HModel's `ConvLogWt` (3.4.1) walks the mixtures with
+/// `GoNextMix(.., FALSE)`, which visits a shared Gaussian (`~m`) only once:
+/// the weight of its second and later uses is left as a linear value and then
+/// used as a log weight. HERest's numbers carry that, so we reproduce it.
+pub fn log_weights(set: &HmmSet) -> Vec<Vec<f32>> {
+    let mut lw: Vec<Vec<f32>> = set
+        .states
+        .iter()
+        .map(|s| vec![LZERO as f32; s.streams[0].mixtures.len()])
+        .collect();
+    let mut state_seen = vec![false; set.states.len()];
+    let mut pdf_seen = vec![false; set.pdfs.len()];
+    for (h, _) in super::update::scan_order(set) {
+        for &s in &set.hmms[h].states {
+            if std::mem::replace(&mut state_seen[s], true) {
+                continue;
+            }
+            for (mi, mx) in set.states[s].streams[0].mixtures.iter().enumerate() {
+                lw[s][mi] = if std::mem::replace(&mut pdf_seen[mx.pdf], true) {
+                    mx.weight
+                } else if mx.weight < MINMIX {
+                    LZERO as f32
+                } else {
+                    (mx.weight as f64).ln() as f32
+                };
+            }
+        }
+    }
+    lw
+}
 
 /// One Gaussian's log density as HTK computes it (float).
 fn gauss(set: &HmmSet, pdf: usize, x: &[f32], inv_var: &[Vec<f32>]) -> f32 {
@@ -62,6 +94,7 @@ pub fn score(
     set: &HmmSet,
     model: &HtkModel,
     inv_var: &[Vec<f32>],
+    log_wt: &[Vec<f32>],
     feats: &[f32],
     dim: usize,
     states: &[usize],
@@ -71,7 +104,8 @@ pub fn score(
     let ns = model.model.num_states();
     let frames = feats.len() / dim;
     for &ms in states {
-        let st = &set.states[model.set_state[ms]].streams[0];
+        let s = model.set_state[ms];
+        let st = &set.states[s].streams[0];
         let comps = &model.mixture_of[ms];
         let mut cl = if st.num_mixes > 1 {
             Some(vec![0f32; frames * comps.len()])
@@ -84,7 +118,7 @@ pub fn score(
             for (c, &mi) in comps.iter().enumerate() {
                 let mx = st.mixtures[mi];
                 let l = gauss(set, mx.pdf, x, inv_var);
-                let w = (mx.weight as f64).ln() as f32;
+                let w = log_wt[s][mi];
                 if comps.len() == 1 && st.num_mixes == 1 {
                     tot = l as f64;
                 } else {
