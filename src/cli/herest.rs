@@ -47,6 +47,7 @@ pub fn parse(args: &[String]) -> Result<HerestJob, String> {
         binary: false,
         trace: 0,
         scorer: Scorer::Htk,
+        par_mode: None,
     };
     let mut scripts = Vec::new();
     let mut i = 0;
@@ -107,7 +108,8 @@ pub fn parse(args: &[String]) -> Result<HerestJob, String> {
                     job.prune.limit = f;
                 }
             }
-            "p" | "s" => {
+            "p" => job.par_mode = Some(num(Some(&val()?), "p")? as u32),
+            "s" => {
                 return Err(format!("HERest: -{opt} is not supported by amtool yet"));
             }
             _ => return Err(format!("HERest: Unknown switch -{opt}\n{}", usage())),
@@ -139,6 +141,7 @@ pub fn run(args: HerestArgs) -> i32 {
         Err(e) => return super::fail(&e),
     };
     match run_pass(&job) {
+        Ok(out) if !out.updated => 0,
         Ok(out) => {
             if out.report.floored_elements > 0 && job.trace & 1 != 0 {
                 println!(

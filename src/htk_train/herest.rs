@@ -38,6 +38,9 @@ pub struct HerestJob {
     pub trace: u32,
     /// Where state log-likelihoods come from.
     pub scorer: Scorer,
+    /// `-p N`: N > 0 writes `HER<N>.acc` instead of updating; 0 reads the
+    /// accumulator files given as data and updates.
+    pub par_mode: Option<u32>,
 }
 
 /// Who computes the output probabilities.
@@ -57,6 +60,8 @@ pub struct HerestOutcome {
     pub report: UpdateReport,
     pub skipped: Vec<String>,
     pub written: Vec<PathBuf>,
+    /// False for `-p N` with N > 0 (accumulators written, no update).
+    pub updated: bool,
 }
 
 impl HerestOutcome {
@@ -202,7 +207,7 @@ fn load_config(paths: &[PathBuf]) -> Result<Config> {
 /// Run one HERest pass (accumulate over `job.data`, update, save into `out_dir`).
 pub fn run(job: &HerestJob) -> Result<HerestOutcome> {
     let config = load_config(&job.configs)?;
-    let mut set = HmmSet::load(&job.mmfs)?;
+    let set = HmmSet::load(&job.mmfs)?;
     let list = HmmList::load(&job.hmm_list)?;
     let set_name = job
         .mmfs
@@ -245,6 +250,27 @@ pub fn run(job: &HerestJob) -> Result<HerestOutcome> {
         return Err(Error::Mismatch(
             "HERest -u p (MAP) is not implemented yet in amtool".into(),
         ));
+    }
+    let binary_acc = match config.get_bool("HTRAIN", "BINARYACCFORMAT") {
+        Some(Ok(b)) => b,
+        Some(Err(e)) => return Err(Error::Mismatch(format!("config: {e}"))),
+        None => true,
+    };
+    if job.par_mode == Some(0) {
+        let mut accs = HerestAccs::zeros(&set);
+        let mut total_pr = 0f64;
+        for f in &job.data {
+            let bytes = std::fs::read(f).map_err(|e| Error::Io {
+                path: f.clone(),
+                source: e,
+            })?;
+            let (pr, t) =
+                super::accfile::read_into(&set, &mut accs, job.flags, &bytes, binary_acc, f)?;
+            total_pr += pr as f32 as f64;
+            accs.total_frames += t;
+        }
+        accs.total_pr = total_pr;
+        return finish(job, set, accs, Vec::new(), map_tau, false);
     }
     let eng = match job.scorer {
         Scorer::Engine(g) => Some(engine::select(g, 0)?),
@@ -393,7 +419,36 @@ pub fn run(job: &HerestJob) -> Result<HerestOutcome> {
             }
         }
     }
-    htk_round_trip(&mut set);
+    if let Some(n) = job.par_mode {
+        let dir = job.out_dir.clone().unwrap_or_else(|| PathBuf::from("."));
+        let path = dir.join(format!("HER{n}.acc"));
+        let bytes = super::accfile::write(&set, &accs, job.flags, binary_acc);
+        crate::train::io::write_output(&path.display().to_string(), &bytes)?;
+        return Ok(HerestOutcome {
+            set,
+            accs,
+            report: UpdateReport::default(),
+            skipped,
+            written: vec![path],
+            updated: false,
+        });
+    }
+    finish(job, set, accs, skipped, map_tau, true)
+}
+
+/// Update and save (`round_trip`: the set went through HERest's
+/// ConvDiagC/ConvLogWt, i.e. not `-p 0`).
+fn finish(
+    job: &HerestJob,
+    mut set: HmmSet,
+    accs: HerestAccs,
+    skipped: Vec<String>,
+    map_tau: f64,
+    round_trip: bool,
+) -> Result<HerestOutcome> {
+    if round_trip {
+        htk_round_trip(&mut set);
+    }
     let st = UpdateSettings {
         flags: job.flags,
         min_egs: job.min_egs,
@@ -413,6 +468,7 @@ pub fn run(job: &HerestJob) -> Result<HerestOutcome> {
         report,
         skipped,
         written,
+        updated: true,
     })
 }
 

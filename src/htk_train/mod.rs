@@ -6,6 +6,7 @@
 //! from an [`crate::engine`], the forward-backward runs on the CPU across
 //! utterances (rayon). Nothing here parses command lines.
 
+pub mod accfile;
 pub mod accs;
 pub mod fb;
 pub mod herest;
