@@ -4,7 +4,7 @@
 //! examples, then per state the weight
 //! accumulator (one value per mixture, then the occupancy; a shared state once), and for every
 //! mean and variance not written before its accumulator (values, then the
-//! occupancy; full covariances as the lower triangle row by row); the
+//! occupancy; full covariances as the upper triangle row by row); the
 //! transition accumulator of each matrix not written before (N×N counts, then
 //! N occupancies); a marker 123456. The file ends with the total log
 //! probability (float) and the number of frames (int). Binary files
@@ -195,13 +195,12 @@ pub fn write(set: &HmmSet, accs: &HerestAccs, u: HtkUpdate, binary: bool) -> Vec
                 w.nl();
             }
             Slot::Covar(c) => {
-                // WriteTriMat: row i holds elements (i, 0..=i), one line per row.
+                // The file holds the upper triangle row by row: (i, i..n).
                 let a = &accs.covar[c];
                 let n = accs.dim;
-                let mut k = 0;
                 for i in 0..n {
-                    w.vec(&a.sum[k..k + i + 1]);
-                    k += i + 1;
+                    let row: Vec<f64> = (i..n).map(|j| a.sum[j * (j + 1) / 2 + i]).collect();
+                    w.vec(&row);
                 }
                 w.f(a.occ);
                 w.nl();
@@ -377,8 +376,18 @@ pub fn read_into(
                 accs.var[v].occ += r.f()?;
             }
             Slot::Covar(c) => {
-                r.add(&mut accs.covar[c].sum)?;
-                accs.covar[c].occ += r.f()?;
+                let n = accs.dim;
+                let a = &mut accs.covar[c];
+                for i in 0..n {
+                    for j in i..n {
+                        let y = r.f()?;
+                        if !y.is_finite() {
+                            return Err(r.err("infinite accumulator value"));
+                        }
+                        a.sum[j * (j + 1) / 2 + i] += y;
+                    }
+                }
+                a.occ += r.f()?;
             }
             Slot::Trans(t) => {
                 let n = set.transps[t].n;
