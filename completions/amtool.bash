@@ -28,6 +28,9 @@ _amtool() {
             amtool,help)
                 cmd="amtool__subcmd__help"
                 ;;
+            amtool,herest)
+                cmd="amtool__subcmd__herest"
+                ;;
             amtool,man)
                 cmd="amtool__subcmd__man"
                 ;;
@@ -46,6 +49,9 @@ _amtool() {
             amtool__subcmd__help,help)
                 cmd="amtool__subcmd__help__subcmd__help"
                 ;;
+            amtool__subcmd__help,herest)
+                cmd="amtool__subcmd__help__subcmd__herest"
+                ;;
             amtool__subcmd__help,man)
                 cmd="amtool__subcmd__help__subcmd__man"
                 ;;
@@ -59,7 +65,7 @@ _amtool() {
 
     case "${cmd}" in
         amtool)
-            opts="-h -V --help --version bench copy shims completions man help"
+            opts="-h -V --help --version bench copy herest shims completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -183,7 +189,7 @@ _amtool() {
             return 0
             ;;
         amtool__subcmd__help)
-            opts="bench copy shims completions man help"
+            opts="bench copy herest shims completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -252,6 +258,20 @@ _amtool() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        amtool__subcmd__help__subcmd__herest)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         amtool__subcmd__help__subcmd__man)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -269,6 +289,20 @@ _amtool() {
         amtool__subcmd__help__subcmd__shims)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        amtool__subcmd__herest)
+            opts="-h --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
