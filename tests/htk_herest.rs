@@ -538,3 +538,67 @@ fn unsupported_update_flags_are_refused() {
     assert_eq!(code, 1);
     assert!(err.contains("-u a"), "{err}");
 }
+
+#[test]
+fn map_adaptation_matches_herest() {
+    let (_d, mmf, out) = workdir("mixvar");
+    let (code, stdout, stderr) = herest(&[
+        "-T",
+        "1",
+        "-C",
+        "train.cfg",
+        "-C",
+        "map.cfg",
+        "-u",
+        "pmvw",
+        "-I",
+        "aligned.mlf",
+        "-t",
+        "250.0",
+        "150.0",
+        "1000.0",
+        "-S",
+        "map_spk03.scp",
+        "-H",
+        mmf.to_str().unwrap(),
+        "-M",
+        out.to_str().unwrap(),
+        "monophones1",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    for pat in ["Utterance prob", "average log prob", "total frames seen"] {
+        assert_eq!(
+            out_lines(&stdout, pat),
+            log_lines("herest_map.log", pat),
+            "{pat}"
+        );
+    }
+    let got = std::fs::read_to_string(out.join("mixvar.mmf")).unwrap();
+    let want = String::from_utf8(gunzip("expected/map_spk03.mmf.gz")).unwrap();
+    let (a, b) = same_structure(&got, &want);
+    for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+        assert!((x - y).abs() <= tol(*y), "number {i}: {x} vs HERest {y}");
+    }
+}
+
+#[test]
+fn map_with_transitions_is_refused() {
+    let (_d, mmf, out) = workdir("mixvar");
+    let (code, _, err) = herest(&[
+        "-C",
+        "train.cfg",
+        "-u",
+        "pt",
+        "-I",
+        "aligned.mlf",
+        "-S",
+        "map_spk03.scp",
+        "-H",
+        mmf.to_str().unwrap(),
+        "-M",
+        out.to_str().unwrap(),
+        "monophones1",
+    ]);
+    assert_eq!(code, 1);
+    assert!(err.contains("MAP"), "{err}");
+}

@@ -246,10 +246,20 @@ pub fn run(job: &HerestJob) -> Result<HerestOutcome> {
         Some(Err(e)) => return Err(Error::Mismatch(format!("config: {e}"))),
         None => 20.0,
     };
-    if job.flags.map {
+    if job.flags.map && job.flags.trans {
         return Err(Error::Mismatch(
-            "HERest -u p (MAP) is not implemented yet in amtool".into(),
+            "HERest -u p with t: MAP has no transition update (HMap)".into(),
         ));
+    }
+    if job.flags.map
+        && set
+            .pdfs
+            .iter()
+            .any(|p| !matches!(p.cov, amtool_formats::htk::mmf::Covariance::Diag(_)))
+    {
+        return Err(Error::Mismatch(format!(
+            "{set_name}: MAP estimation of full covariance matrices is not supported (as in HTK)"
+        )));
     }
     let binary_acc = match config.get_bool("HTRAIN", "BINARYACCFORMAT") {
         Some(Ok(b)) => b,
@@ -456,7 +466,11 @@ fn finish(
         mix_floor: job.mix_floor,
         map_tau,
     };
-    let report = ml_update(&mut set, &accs, &st);
+    let report = if job.flags.map {
+        super::update::map_update(&mut set, &accs, &st)
+    } else {
+        ml_update(&mut set, &accs, &st)
+    };
     set.normalise_transitions_like_htk();
     let written = match &job.out_dir {
         Some(d) => set.save_to_dir(d, job.binary)?,
