@@ -602,3 +602,88 @@ fn map_with_transitions_is_refused() {
     assert_eq!(code, 1);
     assert!(err.contains("MAP"), "{err}");
 }
+
+/// A single pass with state likelihoods from an amtool engine instead of
+/// HTK's own float arithmetic: HERest's average to 4 decimals, parameters
+/// within the tolerance above. Returns the output MMF.
+fn engine_pass(m: &str, scorer: &str, avg: f64) -> String {
+    let (_d, mmf, out) = workdir(m);
+    let (code, stdout, stderr) = herest(&[
+        scorer,
+        "-C",
+        "train.cfg",
+        "-I",
+        "aligned.mlf",
+        "-S",
+        "train.scp",
+        "-H",
+        mmf.to_str().unwrap(),
+        "-M",
+        out.to_str().unwrap(),
+        "monophones1",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let line = out_lines(&stdout, "average log prob").pop().unwrap();
+    let got: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
+    assert_eq!(format!("{got:.4}"), format!("{avg:.4}"), "{line}");
+    let text = std::fs::read_to_string(out.join(format!("{m}.mmf"))).unwrap();
+    let want = String::from_utf8(gunzip(&format!("expected/{m}/single.mmf.gz"))).unwrap();
+    let (a, b) = same_structure(&text, &want);
+    for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+        assert!(
+            (x - y).abs() <= tol(*y),
+            "{m} {scorer}: number {i}: {x} vs HERest {y}"
+        );
+    }
+    text
+}
+
+#[test]
+fn cpu_engine_scorer_matches_herest() {
+    engine_pass("mono1", "--scorer=cpu", -7.256297e+01);
+    engine_pass("mixvar", "--scorer=cpu", -6.506420e+01);
+}
+
+#[test]
+fn cuda_engine_scorer_matches_cpu_and_herest() {
+    if amtool::engine::cuda::engine_for_tests().is_none() {
+        return;
+    }
+    let gpu = engine_pass("mixvar", "--scorer=cuda", -6.506420e+01);
+    let cpu = engine_pass("mixvar", "--scorer=cpu", -6.506420e+01);
+    // Same statistics up to the engines' float rounding (engine-vs-engine
+    // tolerance of the project: 2e-5 relative on log-likelihoods).
+    let (a, b) = same_structure(&gpu, &cpu);
+    for (x, y) in a.iter().zip(&b) {
+        assert!((x - y).abs() <= tol(*y), "cuda {x} vs cpu {y}");
+    }
+}
+
+#[test]
+fn stats_report_lists_every_hmm() {
+    let (d, mmf, out) = workdir("mono1");
+    let stats = d.path().join("stats");
+    let (code, _, err) = herest(&[
+        "-C",
+        "train.cfg",
+        "-I",
+        "aligned.mlf",
+        "-S",
+        "train_half1.scp",
+        "-s",
+        stats.to_str().unwrap(),
+        "-H",
+        mmf.to_str().unwrap(),
+        "-M",
+        out.to_str().unwrap(),
+        "monophones1",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(&stats).unwrap();
+    assert_eq!(text.lines().count(), 21);
+    // sil opens and closes each of the 20 utterances: 40 examples, 3 states.
+    let sil = text.lines().find(|l| l.contains("\"sil\"")).unwrap();
+    let f: Vec<&str> = sil.split_whitespace().collect();
+    assert_eq!(f[2], "40", "{sil}");
+    assert_eq!(f.len(), 6, "{sil}");
+}

@@ -48,6 +48,7 @@ pub fn parse(args: &[String]) -> Result<HerestJob, String> {
         trace: 0,
         scorer: Scorer::Htk,
         par_mode: None,
+        stats: None,
     };
     let mut scripts = Vec::new();
     let mut i = 0;
@@ -109,9 +110,7 @@ pub fn parse(args: &[String]) -> Result<HerestJob, String> {
                 }
             }
             "p" => job.par_mode = Some(num(Some(&val()?), "p")? as u32),
-            "s" => {
-                return Err(format!("HERest: -{opt} is not supported by amtool yet"));
-            }
+            "s" => job.stats = Some(val()?.into()),
             _ => return Err(format!("HERest: Unknown switch -{opt}\n{}", usage())),
         }
         i += 1;

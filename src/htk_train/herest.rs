@@ -38,6 +38,8 @@ pub struct HerestJob {
     pub trace: u32,
     /// Where state log-likelihoods come from.
     pub scorer: Scorer,
+    /// `-s FILE`: HERest's statistics report (examples and state occupancies per HMM).
+    pub stats: Option<PathBuf>,
     /// `-p N`: N > 0 writes `HER<N>.acc` instead of updating; 0 reads the
     /// accumulator files given as data and updates.
     pub par_mode: Option<u32>,
@@ -217,16 +219,40 @@ pub fn run(job: &HerestJob) -> Result<HerestOutcome> {
     // HERest scores with the <GCONST>s as read from the file (7 digits), so
     // the scorer does too; `scoring` is the set as loaded.
     let scoring = set.clone();
-    let mut model = HtkModel::from_hmm_set(&scoring, &set_name)?;
+    let model = HtkModel::from_hmm_set(&scoring, &set_name)?;
     let log_wt = super::score::log_weights(&scoring);
-    // The engines see the same log weights (see `score::log_weights`).
-    for (ms, g) in model.model.states.iter_mut().enumerate() {
-        let s = model.set_state[ms];
-        for (c, &mi) in model.mixture_of[ms].iter().enumerate() {
-            let w = scoring.states[s].streams[0].mixtures[mi].weight;
-            g.gconsts[c] += (log_wt[s][mi] as f64 - (w as f64).ln()) as f32;
+    // For an engine: the model and features moved by the average of the
+    // means (log-likelihoods do not change), so that the engines' expanded
+    // form x·Σ⁻¹μ − ½xᵀΣ⁻¹x does not cancel large terms (HTK features are
+    // not mean-normalised: c0 is near 70), and HERest's log weights.
+    let offset: Vec<f32> = {
+        let mut o = vec![0f64; set.options.vec_size];
+        for m in &set.means {
+            for (a, b) in o.iter_mut().zip(m) {
+                *a += *b as f64 / set.means.len() as f64;
+            }
         }
-    }
+        o.into_iter().map(|x| x as f32).collect()
+    };
+    let engine_model = if matches!(job.scorer, Scorer::Engine(_)) {
+        let mut shifted = scoring.clone();
+        for m in &mut shifted.means {
+            for (a, b) in m.iter_mut().zip(&offset) {
+                *a -= b;
+            }
+        }
+        let mut em = HtkModel::from_hmm_set(&shifted, &set_name)?;
+        for (ms, g) in em.model.states.iter_mut().enumerate() {
+            let s = em.set_state[ms];
+            for (c, &mi) in em.mixture_of[ms].iter().enumerate() {
+                let w = scoring.states[s].streams[0].mixtures[mi].weight;
+                g.gconsts[c] += (log_wt[s][mi] as f64 - (w as f64).ln()) as f32;
+            }
+        }
+        Some(em.model)
+    } else {
+        None
+    };
     let table = HmmTable::new(&set, &list, &model)?;
     let mut mlfs = Vec::new();
     for m in &job.mlfs {
@@ -286,9 +312,9 @@ pub fn run(job: &HerestJob) -> Result<HerestOutcome> {
         Scorer::Engine(g) => Some(engine::select(g, 0)?),
         Scorer::Htk => None,
     };
-    let mut lm = match &eng {
-        Some(e) => Some(e.load(&model.model)?),
-        None => None,
+    let mut lm = match (&eng, &engine_model) {
+        (Some(e), Some(m)) => Some(e.load(m)?),
+        _ => None,
     };
     let inv_var = super::score::inverse_variances(&scoring);
     let dim = model.model.dim;
@@ -322,7 +348,11 @@ pub fn run(job: &HerestJob) -> Result<HerestOutcome> {
             let mut state_ll = Vec::new();
             let mut comp_ll = HashMap::new();
             if let Some(lm) = lm.as_mut() {
-                let batchf = FrameBatch::new(&feats, dim);
+                let moved: Vec<f32> = feats
+                    .chunks(dim)
+                    .flat_map(|x| x.iter().zip(&offset).map(|(a, b)| a - b))
+                    .collect();
+                let batchf = FrameBatch::new(&moved, dim);
                 state_ll = vec![0f32; frames * model.model.num_states()];
                 lm.state_loglikes(batchf, &mut state_ll)?;
                 if multi_mix {
@@ -456,6 +486,12 @@ fn finish(
     map_tau: f64,
     round_trip: bool,
 ) -> Result<HerestOutcome> {
+    if let Some(path) = &job.stats {
+        crate::train::io::write_output(
+            &path.display().to_string(),
+            stat_report(&set, &accs).as_bytes(),
+        )?;
+    }
     if round_trip {
         htk_round_trip(&mut set);
     }
@@ -498,4 +534,23 @@ fn sentence_states(sent: &Sentence) -> Vec<usize> {
         }
     }
     v
+}
+
+/// HERest's `-s` report (`StatReport`): per HMM in scan order its number,
+/// quoted name, number of examples and the occupancy of each emitting state.
+pub fn stat_report(set: &HmmSet, accs: &HerestAccs) -> String {
+    let mut out = String::new();
+    for (px, (h, name)) in super::update::scan_order(set).into_iter().enumerate() {
+        out.push_str(&format!(
+            "{:4} {:>14} {:4} ",
+            px + 1,
+            amtool_formats::htk::mmf::quote(&name),
+            accs.num_egs[h]
+        ));
+        for &s in &set.hmms[h].states {
+            out.push_str(&format!(" {:10.6}", accs.weight[s].occ));
+        }
+        out.push('\n');
+    }
+    out
 }
