@@ -691,3 +691,137 @@ fn stats_report_lists_every_hmm() {
     assert_eq!(f[2], "40", "{sil}");
     assert_eq!(f.len(), 6, "{sil}");
 }
+
+#[test]
+fn herest_shim_takes_htk_options() {
+    // Invoked as `HERest` (a link), amtool takes HERest's own command line.
+    let (d, mmf, out) = workdir("mono1");
+    let link = d.path().join("HERest");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_amtool"), &link).unwrap();
+    let o = Command::new(&link)
+        .args([
+            "-A",
+            "-C",
+            "train.cfg",
+            "-H",
+            mmf.to_str().unwrap(),
+            "-M",
+            out.to_str().unwrap(),
+            "-p",
+            "0",
+        ])
+        .args([
+            "monophones1",
+            "expected/mono1/HER1.acc",
+            "expected/mono1/HER2.acc",
+        ])
+        .current_dir(TD)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        stdout.contains("average log prob per frame = -7.256297e+01"),
+        "{stdout}"
+    );
+    assert!(out.join("mono1.mmf").exists());
+}
+
+#[test]
+fn missing_output_directory_is_an_error() {
+    let (d, mmf, _out) = workdir("mono1");
+    let none = d.path().join("nope");
+    let (code, _, err) = herest(&[
+        "-C",
+        "train.cfg",
+        "-I",
+        "aligned.mlf",
+        "-S",
+        "train_half1.scp",
+        "-H",
+        mmf.to_str().unwrap(),
+        "-M",
+        none.to_str().unwrap(),
+        "monophones1",
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("nope") && err.contains("does not exist"),
+        "{err}"
+    );
+}
+
+#[test]
+fn label_directory_and_extension() {
+    // -L dir -X ext: the label of feat/mfcc_0_d_a/spk01_u002.mfc is dir/spk01_u002.phn.
+    let (d, mmf, out) = workdir("mono1");
+    let mlf = std::fs::read_to_string(Path::new(TD).join("aligned.mlf")).unwrap();
+    let body = mlf
+        .split("\"*/spk01_u002.lab\"\n")
+        .nth(1)
+        .unwrap()
+        .split(".\n")
+        .next()
+        .unwrap();
+    let labs = d.path().join("labs");
+    std::fs::create_dir(&labs).unwrap();
+    std::fs::write(labs.join("spk01_u002.phn"), body).unwrap();
+    let (code, stdout, err) = herest(&[
+        "-T",
+        "1",
+        "-C",
+        "train.cfg",
+        "-L",
+        labs.to_str().unwrap(),
+        "-X",
+        "phn",
+        "-m",
+        "0",
+        "-H",
+        mmf.to_str().unwrap(),
+        "-M",
+        out.to_str().unwrap(),
+        "monophones1",
+        "feat/mfcc_0_d_a/spk01_u002.mfc",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    // The number HERest printed for this utterance (herest_mono1_single.log).
+    assert!(
+        stdout.contains(" Utterance prob per frame = -6.950759e+01"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("Label spk01_u002.phn"), "{stdout}");
+}
+
+#[test]
+fn text_accumulators_round_trip() {
+    // BINARYACCFORMAT = F writes the same tokens as text (%e): reading the
+    // text form back gives HERest's binary values to %e's 7 digits.
+    let set = HmmSet::parse(&gunzip("models/mono1.mmf.gz"), "mono1.mmf").unwrap();
+    let u = HtkUpdate::default();
+    let bin = std::fs::read(Path::new(TD).join("expected/mono1/HER1.acc")).unwrap();
+    let mut a = HerestAccs::zeros(&set);
+    let (pr, t) = accfile::read_into(&set, &mut a, u, &bin, true, "HER1.acc").unwrap();
+    a.total_pr = pr;
+    a.total_frames = t;
+    // Binary written back is byte-identical.
+    assert!(accfile::write(&set, &a, u, true) == bin);
+    let text = accfile::write(&set, &a, u, false);
+    assert!(String::from_utf8(text.clone())
+        .unwrap()
+        .starts_with("\"f\"\n 14 "));
+    let mut b = HerestAccs::zeros(&set);
+    let (pr2, t2) = accfile::read_into(&set, &mut b, u, &text, false, "text").unwrap();
+    assert_eq!(t, t2);
+    assert!((pr - pr2).abs() <= 5e-7 * pr.abs());
+    for (x, y) in a.mean.iter().zip(&b.mean) {
+        for (p, q) in x.sum.iter().zip(&y.sum) {
+            assert!((p - q).abs() <= 5e-7 * p.abs() + 1e-30, "{p} vs {q}");
+        }
+    }
+    // A truncated file is an error naming it, not a panic.
+    let e = accfile::read_into(&set, &mut b, u, &bin[..1000], true, "short.acc")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("short.acc"), "{e}");
+}

@@ -1,7 +1,10 @@
 //! `amtool herest` / the `HERest` shim: HTK's embedded re-estimation with
 //! HERest's own single-dash options (not Kaldi's `--x=y`):
 //! `-C config -I mlf -S scp -H mmf... -M dir -t f [i l] -u flags -v f -m N
-//! -w f -c f -B -A -T N -p N -s file` followed by the HMM list and data files.
+//! -w f -c f -B -A -T N -p N -s file -L dir -X ext` followed by the HMM list
+//! and data files. `--scorer=htk|cpu|cuda|engine` (amtool's own) picks who
+//! computes the output probabilities: HTK's float arithmetic on the CPU (the
+//! default, HERest's numbers exactly) or an amtool engine.
 
 use std::path::PathBuf;
 
@@ -49,6 +52,8 @@ pub fn parse(args: &[String]) -> Result<HerestJob, String> {
         scorer: Scorer::Htk,
         par_mode: None,
         stats: None,
+        lab_dir: None,
+        lab_ext: "lab".into(),
     };
     let mut scripts = Vec::new();
     let mut i = 0;
@@ -111,6 +116,8 @@ pub fn parse(args: &[String]) -> Result<HerestJob, String> {
             }
             "p" => job.par_mode = Some(num(Some(&val()?), "p")? as u32),
             "s" => job.stats = Some(val()?.into()),
+            "L" => job.lab_dir = Some(val()?.into()),
+            "X" => job.lab_ext = val()?,
             _ => return Err(format!("HERest: Unknown switch -{opt}\n{}", usage())),
         }
         i += 1;

@@ -38,6 +38,10 @@ pub struct HerestJob {
     pub trace: u32,
     /// Where state log-likelihoods come from.
     pub scorer: Scorer,
+    /// `-L DIR`: label files are looked up as DIR/<base>.<ext> (else next to the data).
+    pub lab_dir: Option<PathBuf>,
+    /// `-X EXT`: label file extension (`lab`).
+    pub lab_ext: String,
     /// `-s FILE`: HERest's statistics report (examples and state occupancies per HMM).
     pub stats: Option<PathBuf>,
     /// `-p N`: N > 0 writes `HER<N>.acc` instead of updating; 0 reads the
@@ -72,10 +76,17 @@ impl HerestOutcome {
     }
 }
 
-/// HERest's label file name for a data file: same path, extension `lab`.
-pub fn label_file_name(datafn: &str) -> String {
-    let p = Path::new(datafn);
-    p.with_extension("lab").display().to_string()
+/// HERest's label file name for a data file (HShell's `MakeFN`): the data
+/// file's path, or `dir` and its base name, with extension `ext`.
+pub fn label_file_name(datafn: &str, dir: Option<&Path>, ext: &str) -> String {
+    let p = Path::new(datafn).with_extension(ext);
+    match dir {
+        Some(d) => d
+            .join(p.file_name().unwrap_or_default())
+            .display()
+            .to_string(),
+        None => p.display().to_string(),
+    }
 }
 
 fn base_name(f: &str) -> String {
@@ -209,6 +220,14 @@ fn load_config(paths: &[PathBuf]) -> Result<Config> {
 /// Run one HERest pass (accumulate over `job.data`, update, save into `out_dir`).
 pub fn run(job: &HerestJob) -> Result<HerestOutcome> {
     let config = load_config(&job.configs)?;
+    if let Some(d) = &job.out_dir {
+        if !d.is_dir() {
+            return Err(Error::Mismatch(format!(
+                "-M {}: output directory does not exist",
+                d.display()
+            )));
+        }
+    }
     let set = HmmSet::load(&job.mmfs)?;
     let list = HmmList::load(&job.hmm_list)?;
     let set_name = job
@@ -324,7 +343,7 @@ pub fn run(job: &HerestJob) -> Result<HerestOutcome> {
     for batch in job.data.chunks(BATCH) {
         let mut scored = Vec::with_capacity(batch.len());
         for datafn in batch {
-            let labfn = label_file_name(datafn);
+            let labfn = label_file_name(datafn, job.lab_dir.as_deref(), &job.lab_ext);
             let labels = load_labels(&mlfs, &labfn)?;
             let pf = ParamFile::open(datafn)?;
             let strip = |k: ParmKind| k.without(HASCOMPX | HASCRCC);
