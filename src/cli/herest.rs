@@ -142,6 +142,10 @@ pub fn parse(args: &[String]) -> Result<HerestJob, String> {
 }
 
 pub fn run(args: HerestArgs) -> i32 {
+    // -A: HTK tools echo their command line first (on stdout).
+    if args.args.iter().any(|a| a == "-A") {
+        println!("HERest {} ", args.args.join(" "));
+    }
     let job = match parse(&args.args) {
         Ok(j) => j,
         Err(e) => return super::fail(&e),

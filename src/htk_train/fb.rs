@@ -65,11 +65,13 @@ impl Default for Pruning {
     }
 }
 
-/// Output probabilities of one utterance: `state_ll[t * num_states + s]` is
-/// the log-likelihood of model state `s` at frame t (0-based frames).
+/// Output probabilities of one utterance: `state_ll[t * stride + col[s]]`
+/// is the log-likelihood of model state `s` at frame t (0-based frames).
 pub struct OutProbs<'a> {
     pub state_ll: &'a [f32],
-    pub num_states: usize,
+    pub stride: usize,
+    /// Model state → column (only the states of the sentence need one).
+    pub col: &'a [u32],
 }
 
 /// What the forward pass hands out, frame by frame (t is 1-based).
@@ -116,7 +118,7 @@ impl Ctx<'_> {
     #[inline]
     fn out(&self, t: usize, q: usize, j: usize) -> f64 {
         let st = self.s.models[q].states[j];
-        self.op.state_ll[(t - 1) * self.op.num_states + st] as f64
+        self.op.state_ll[(t - 1) * self.op.stride + self.op.col[st] as usize] as f64
     }
     #[inline]
     fn a(&self, q: usize, i: usize, j: usize) -> f64 {

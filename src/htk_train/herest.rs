@@ -143,6 +143,9 @@ struct Scored {
     feats: Vec<f32>,
     frames: usize,
     state_ll: Vec<f32>,
+    /// Columns of `state_ll`: all model states (engine) or the sentence's.
+    stride: usize,
+    col: Vec<u32>,
     comp_ll: HashMap<usize, Vec<f32>>,
 }
 
@@ -156,7 +159,7 @@ struct AccSink<'a> {
     feats: &'a [f32],
     dim: usize,
     comp_ll: &'a HashMap<usize, Vec<f32>>,
-    acc: HerestAccs,
+    acc: &'a mut HerestAccs,
 }
 
 impl FbSink for AccSink<'_> {
@@ -339,7 +342,8 @@ pub fn run(job: &HerestJob) -> Result<HerestOutcome> {
     let dim = model.model.dim;
     let mut accs = HerestAccs::zeros(&set);
     let mut skipped = Vec::new();
-    const BATCH: usize = 16;
+    const BATCH: usize = 32;
+    const CHUNK: usize = 4;
     for batch in job.data.chunks(BATCH) {
         let mut scored = Vec::with_capacity(batch.len());
         for datafn in batch {
@@ -391,56 +395,83 @@ pub fn run(job: &HerestJob) -> Result<HerestOutcome> {
                 feats,
                 frames,
                 state_ll,
+                stride: model.model.num_states(),
+                col: (0..model.model.num_states() as u32).collect(),
                 comp_ll,
             });
         }
         let lm_none = lm.is_none();
-        let results: Vec<Result<(HerestAccs, std::result::Result<f64, FbFailure>)>> = scored
-            .par_iter_mut()
-            .map(|u| {
-                let sent = Sentence::new(&table, &u.labels, &u.labfn)?;
-                if lm_none {
-                    u.state_ll = vec![0f32; u.frames * model.model.num_states()];
-                    super::score::score(
-                        &scoring,
-                        &model,
-                        &inv_var,
-                        &log_wt,
-                        &u.feats,
-                        dim,
-                        &sentence_states(&sent),
-                        &mut u.state_ll,
-                        &mut u.comp_ll,
-                    );
-                }
-                let u = &*u;
-                let op = OutProbs {
-                    state_ll: &u.state_ll,
-                    num_states: model.model.num_states(),
-                };
-                let mut sink = AccSink {
-                    set: &set,
-                    model: &model,
-                    sent: &sent,
-                    u: job.flags,
-                    min_fp: job.prune.min_forward_prob,
-                    feats: &u.feats,
-                    dim,
-                    comp_ll: &u.comp_ll,
-                    acc: HerestAccs::zeros(&set),
-                };
-                let r = forward_backward(&sent, &op, u.frames, &job.prune, multi_mix, &mut sink);
-                let mut acc = sink.acc;
-                if r.is_ok() {
-                    for m in &sent.models[1..] {
-                        acc.num_egs[m.hmm] += 1;
+        // Utterances in fixed chunks, each chunk summed in order into its own
+        // accumulators and the chunks added in order: the result does not
+        // depend on the number of threads.
+        type ChunkOut = (HerestAccs, Vec<std::result::Result<f64, FbFailure>>);
+        let results: Vec<Result<ChunkOut>> = scored
+            .par_chunks_mut(CHUNK)
+            .map(|chunk| {
+                let mut acc = HerestAccs::zeros(&set);
+                let mut rs = Vec::with_capacity(chunk.len());
+                for u in chunk.iter_mut() {
+                    let sent = Sentence::new(&table, &u.labels, &u.labfn)?;
+                    if lm_none {
+                        let states = sentence_states(&sent);
+                        u.col = vec![u32::MAX; model.model.num_states()];
+                        for (k, &ms) in states.iter().enumerate() {
+                            u.col[ms] = k as u32;
+                        }
+                        u.stride = states.len();
+                        u.state_ll = vec![0f32; u.frames * states.len()];
+                        super::score::score(
+                            &scoring,
+                            &model,
+                            &inv_var,
+                            &log_wt,
+                            &u.feats,
+                            dim,
+                            &states,
+                            &mut u.state_ll,
+                            &mut u.comp_ll,
+                        );
                     }
+                    let op = OutProbs {
+                        state_ll: &u.state_ll,
+                        stride: u.stride,
+                        col: &u.col,
+                    };
+                    let mut sink = AccSink {
+                        set: &set,
+                        model: &model,
+                        sent: &sent,
+                        u: job.flags,
+                        min_fp: job.prune.min_forward_prob,
+                        feats: &u.feats,
+                        dim,
+                        comp_ll: &u.comp_ll,
+                        acc: &mut acc,
+                    };
+                    // Statistics reach the sink only once the beta pass has
+                    // succeeded, so a skipped utterance adds nothing.
+                    let r =
+                        forward_backward(&sent, &op, u.frames, &job.prune, multi_mix, &mut sink);
+                    if r.is_ok() {
+                        for m in &sent.models[1..] {
+                            acc.num_egs[m.hmm] += 1;
+                        }
+                    }
+                    rs.push(r);
+                    u.state_ll = Vec::new();
+                    u.comp_ll = HashMap::new();
+                    u.feats = Vec::new();
                 }
-                Ok((acc, r))
+                Ok((acc, rs))
             })
             .collect();
-        for (u, r) in scored.iter().zip(results) {
-            let (acc, r) = r?;
+        let mut per_utt = Vec::with_capacity(scored.len());
+        for res in results {
+            let (acc, rs) = res?;
+            accs.add(&acc);
+            per_utt.extend(rs);
+        }
+        for (u, r) in scored.iter().zip(per_utt) {
             if job.trace & 1 != 0 {
                 println!(
                     " Processing Data: {}; Label {}",
@@ -456,7 +487,6 @@ pub fn run(job: &HerestJob) -> Result<HerestOutcome> {
                             amtool_formats::htk::cfmt::fmt_e(pr / u.frames as f64)
                         );
                     }
-                    accs.add(&acc);
                     accs.total_pr += pr;
                     accs.total_frames += u.frames as u64;
                 }

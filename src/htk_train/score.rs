@@ -87,8 +87,8 @@ pub fn inverse_variances(set: &HmmSet) -> Vec<Vec<f32>> {
         .collect()
 }
 
-/// State log-likelihoods (`frames × states`) and, for the states listed in
-/// `comp_states`, component log-likelihoods with the log weight included
+/// State log-likelihoods of the model states `states` (`frames × states.len()`,
+/// column k for `states[k]`) and, for multi-mixture states, component log-likelihoods with the log weight included
 /// (`frames × components`), for the model states of `model`.
 pub fn score(
     set: &HmmSet,
@@ -101,9 +101,9 @@ pub fn score(
     state_ll: &mut [f32],
     comp_ll: &mut std::collections::HashMap<usize, Vec<f32>>,
 ) {
-    let ns = model.model.num_states();
+    let ns = states.len();
     let frames = feats.len() / dim;
-    for &ms in states {
+    for (col, &ms) in states.iter().enumerate() {
         let s = model.set_state[ms];
         let st = &set.states[s].streams[0];
         let comps = &model.mixture_of[ms];
@@ -128,7 +128,7 @@ pub fn score(
                     cl[t * comps.len() + c] = (w as f64 + l as f64) as f32;
                 }
             }
-            state_ll[t * ns + ms] = tot as f32;
+            state_ll[t * ns + col] = tot as f32;
         }
         if let Some(cl) = cl {
             comp_ll.insert(ms, cl);
