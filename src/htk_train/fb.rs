@@ -537,3 +537,31 @@ fn step_forward(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ladd_is_log_sum_exp_with_htks_cut_off() {
+        let (a, b) = (-3.0f64, -4.5f64);
+        assert!((ladd(a, b) - (a.exp() + b.exp()).ln()).abs() < 1e-12);
+        assert_eq!(ladd(a, b), ladd(b, a));
+        // Terms more than 23.03 below the larger one are dropped...
+        assert_eq!(ladd(-1.0, -25.0), -1.0);
+        // ...and LZERO + LZERO stays below LSMALL (HTK adds log 2 too).
+        assert!(ladd(LZERO, LZERO) < LSMALL);
+        assert_eq!(ladd(LZERO, -5.0), -5.0);
+    }
+
+    #[test]
+    fn beam_taper_follows_minimum_durations() {
+        // Models of 3, 0 (tee) and 3 frames over 8 frames (index 0 unused).
+        let dms = [0, 3, 0, 3];
+        let (mut lo, mut hi) = (vec![0; 10], vec![0; 10]);
+        beam_taper(&dms, 3, 8, &mut lo, &mut hi);
+        // Model 3 cannot be reached before frame 4, model 1 not left before 3.
+        assert_eq!(&hi[1..=8], &[1, 1, 1, 3, 3, 3, 3, 3]);
+        assert_eq!(&lo[1..=8], &[1, 1, 1, 1, 1, 3, 3, 3]);
+    }
+}

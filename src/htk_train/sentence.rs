@@ -162,3 +162,37 @@ impl<'a> Sentence<'a> {
         Ok(Sentence { models, min_durs })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hmm(n: usize, arcs: &[(usize, usize)]) -> PhysHmm {
+        let mut log_trans = vec![LZERO; (n + 1) * (n + 1)];
+        for &(i, j) in arcs {
+            log_trans[i * (n + 1) + j] = (0.5f64).ln();
+        }
+        PhysHmm {
+            name: "x".into(),
+            hmm: 0,
+            transp: 0,
+            n,
+            log_trans,
+            states: vec![0; n + 1],
+            min_dur: 0,
+        }
+    }
+
+    #[test]
+    fn minimum_durations() {
+        // Left-to-right 3 emitting states.
+        let lr = hmm(5, &[(1, 2), (2, 2), (2, 3), (3, 3), (3, 4), (4, 4), (4, 5)]);
+        assert_eq!(min_duration(&lr), 3);
+        // sil with 2→4 and 4→2 (HHEd sil.hed): two frames.
+        let sil = hmm(5, &[(1, 2), (2, 3), (2, 4), (3, 4), (4, 2), (4, 5)]);
+        assert_eq!(min_duration(&sil), 2);
+        // A tee model (sp): entry straight to exit.
+        let sp = hmm(3, &[(1, 2), (1, 3), (2, 2), (2, 3)]);
+        assert_eq!(min_duration(&sp), 0);
+    }
+}
