@@ -825,3 +825,54 @@ fn text_accumulators_round_trip() {
         .to_string();
     assert!(e.contains("short.acc"), "{e}");
 }
+
+#[test]
+fn flat_start_pass_with_pruning_and_two_mmfs() {
+    // hmm0 (HCompV flat start, -H macros -H hmmdefs) with -t 250 150 1000:
+    // HERest's printed numbers, and both files written back into -M.
+    let d = tempfile::tempdir().unwrap();
+    let (macros, hmmdefs) = (d.path().join("macros"), d.path().join("hmmdefs"));
+    std::fs::write(&macros, gunzip("models/hmm0/macros.gz")).unwrap();
+    std::fs::write(&hmmdefs, gunzip("models/hmm0/hmmdefs.gz")).unwrap();
+    let out = d.path().join("hmm1");
+    std::fs::create_dir(&out).unwrap();
+    let (code, stdout, stderr) = herest(&[
+        "-A",
+        "-T",
+        "1",
+        "-C",
+        "train.cfg",
+        "-I",
+        "phones0.mlf",
+        "-t",
+        "250.0",
+        "150.0",
+        "1000.0",
+        "-S",
+        "train.scp",
+        "-H",
+        macros.to_str().unwrap(),
+        "-H",
+        hmmdefs.to_str().unwrap(),
+        "-M",
+        out.to_str().unwrap(),
+        "monophones0",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    for pat in [
+        "Utterance prob",
+        "floored variance",
+        "average log prob",
+        "total frames seen",
+    ] {
+        assert_eq!(
+            out_lines(&stdout, pat),
+            log_lines("herest_hmm1.log", pat),
+            "{pat}"
+        );
+    }
+    let m = std::fs::read_to_string(out.join("macros")).unwrap();
+    assert!(m.contains("~v \"varFloor1\"") && !m.contains("~h"), "{m}");
+    let h = std::fs::read_to_string(out.join("hmmdefs")).unwrap();
+    assert_eq!(h.matches("~h \"").count(), 20);
+}
