@@ -312,18 +312,30 @@ pub fn htk_round_trip(set: &mut HmmSet) {
             v.iter_mut().for_each(|x| *x = 1.0 / (1.0 / *x));
         }
     }
-    for st in &mut set.states {
-        for m in &mut st.streams[0].mixtures {
-            let l = if m.weight < MINMIX {
-                -1.0e10f32
-            } else {
-                (m.weight as f64).ln() as f32
-            };
-            m.weight = if l < -0.5e10 {
-                0.0
-            } else {
-                (l as f64).exp() as f32
-            };
+    // ConvLogWt/ConvExpWt visit a shared Gaussian's first use only (see
+    // `score::log_weights`): later uses keep their weight untouched.
+    let mut state_seen = vec![false; set.states.len()];
+    let mut pdf_seen = vec![false; set.pdfs.len()];
+    for (h, _) in scan_order(set) {
+        for s in set.hmms[h].states.clone() {
+            if std::mem::replace(&mut state_seen[s], true) {
+                continue;
+            }
+            for m in &mut set.states[s].streams[0].mixtures {
+                if std::mem::replace(&mut pdf_seen[m.pdf], true) {
+                    continue;
+                }
+                let l = if m.weight < MINMIX {
+                    -1.0e10f32
+                } else {
+                    (m.weight as f64).ln() as f32
+                };
+                m.weight = if l < -0.5e10 {
+                    0.0
+                } else {
+                    (l as f64).exp() as f32
+                };
+            }
         }
     }
 }
