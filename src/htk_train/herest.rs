@@ -2,18 +2,20 @@
 //! utterance of the script, accumulate, update, write the set back (`-M`).
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use amtool_formats::htk::config::Config;
-use amtool_formats::htk::mlf::{EntryBody, Mlf};
+use amtool_formats::htk::mlf::Mlf;
 use amtool_formats::htk::mmf::{HmmList, HmmSet};
 use amtool_formats::htk::param::ParamFile;
 use amtool_formats::htk::parmkind::{ParmKind, HASCOMPX, HASCRCC};
 use rayon::prelude::*;
 
 use super::accs::{HerestAccs, HtkUpdate};
-use super::fb::{forward_backward, FbFailure, FbSink, OutProbs, Pruning};
+use super::fb::{forward_backward, FbFailure, OutProbs, Pruning};
+use super::labels::{base_name, label_file_name, load_labels};
 use super::sentence::{HmmTable, Sentence};
+use super::sink::AccSink;
 use super::update::{htk_round_trip, ml_update, UpdateReport, UpdateSettings};
 use crate::engine::{self, FrameBatch, UseGpu};
 use crate::model::htk::HtkModel;
@@ -76,65 +78,6 @@ impl HerestOutcome {
     }
 }
 
-/// HERest's label file name for a data file (HShell's `MakeFN`): the data
-/// file's path, or `dir` and its base name, with extension `ext`.
-pub fn label_file_name(datafn: &str, dir: Option<&Path>, ext: &str) -> String {
-    let p = Path::new(datafn).with_extension(ext);
-    match dir {
-        Some(d) => d
-            .join(p.file_name().unwrap_or_default())
-            .display()
-            .to_string(),
-        None => p.display().to_string(),
-    }
-}
-
-fn base_name(f: &str) -> String {
-    Path::new(f)
-        .file_name()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| f.to_string())
-}
-
-/// The label names of `labfn`, from the first MLF that has it, else from the file.
-fn load_labels(mlfs: &[(String, Mlf)], labfn: &str) -> Result<Vec<String>> {
-    for (mname, mlf) in mlfs {
-        if let Some(e) = mlf.find(labfn) {
-            return match &e.body {
-                EntryBody::Labels(alts) => Ok(alts
-                    .first()
-                    .map(|a| a.iter().map(|l| l.levels[0].0.clone()).collect())
-                    .unwrap_or_default()),
-                EntryBody::SubDir(d) => read_label_file(&Path::new(d).join(base_name(labfn))),
-                EntryBody::FullDir(d) => read_label_file(&Path::new(d).join(labfn)),
-            }
-            .map_err(|e| Error::Mismatch(format!("{e} (label file {labfn} via MLF {mname})")));
-        }
-    }
-    read_label_file(Path::new(labfn)).map_err(|e| {
-        Error::Mismatch(format!(
-            "cannot find label file {labfn}: not in any -I MLF and not readable ({e})"
-        ))
-    })
-}
-
-fn read_label_file(p: &Path) -> Result<Vec<String>> {
-    let text = std::fs::read_to_string(p).map_err(|e| Error::Io {
-        path: p.display().to_string(),
-        source: e,
-    })?;
-    let mut v = Vec::new();
-    for line in text.lines() {
-        if line.trim() == "///" {
-            break;
-        }
-        if let Some(w) = line.split_whitespace().find(|w| w.parse::<f64>().is_err()) {
-            v.push(w.to_string());
-        }
-    }
-    Ok(v)
-}
-
 /// One utterance scored by the engine.
 struct Scored {
     datafn: String,
@@ -147,69 +90,6 @@ struct Scored {
     stride: usize,
     col: Vec<u32>,
     comp_ll: HashMap<usize, Vec<f32>>,
-}
-
-/// Sink that gathers one utterance's statistics into a [`HerestAccs`].
-struct AccSink<'a> {
-    set: &'a HmmSet,
-    model: &'a HtkModel,
-    sent: &'a Sentence<'a>,
-    u: HtkUpdate,
-    min_fp: f64,
-    feats: &'a [f32],
-    dim: usize,
-    comp_ll: &'a HashMap<usize, Vec<f32>>,
-    acc: &'a mut HerestAccs,
-}
-
-impl FbSink for AccSink<'_> {
-    fn state_occ(&mut self, q: usize, _t: usize, occ: &[f64]) {
-        if self.u.trans {
-            let tp = self.sent.models[q].transp;
-            let ta = &mut self.acc.trans[tp];
-            for i in 1..occ.len() - 1 {
-                ta.occ[i] += occ[i];
-            }
-        }
-    }
-
-    fn mix_occ(&mut self, q: usize, j: usize, t: usize, log_occ: f64, initx: f64) {
-        if !(self.u.means || self.u.vars || self.u.weights) {
-            return;
-        }
-        let ms = self.sent.models[q].states[j];
-        let s = self.model.set_state[ms];
-        let stream = &self.set.states[s].streams[0];
-        let mmix = stream.num_mixes > 1;
-        let x_t = &self.feats[(t - 1) * self.dim..t * self.dim];
-        let comps = &self.model.mixture_of[ms];
-        let mut sum = 0.0;
-        for (c, &mi) in comps.iter().enumerate() {
-            let x = if mmix {
-                let ll = &self.comp_ll[&ms];
-                initx + ll[(t - 1) * comps.len() + c] as f64
-            } else {
-                log_occ
-            };
-            if -x < self.min_fp {
-                let lr = x.exp();
-                sum += lr;
-                let pdf = stream.mixtures[mi].pdf;
-                self.acc.add_frame(self.set, pdf, x_t, lr, self.u);
-                if self.u.weights {
-                    self.acc.weight[s].c[mi] += lr;
-                }
-            }
-        }
-        self.acc.weight[s].occ += sum;
-    }
-
-    fn trans(&mut self, q: usize, i: usize, j: usize, value: f64) {
-        if self.u.trans {
-            let m = self.sent.models[q];
-            self.acc.trans[m.transp].tran[i * (m.n + 1) + j] += value;
-        }
-    }
 }
 
 fn load_config(paths: &[PathBuf]) -> Result<Config> {

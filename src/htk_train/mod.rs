@@ -10,6 +10,8 @@ pub mod accfile;
 pub mod accs;
 pub mod fb;
 pub mod herest;
+pub mod labels;
 pub mod score;
 pub mod sentence;
+pub mod sink;
 pub mod update;
