@@ -156,6 +156,9 @@ pub fn run(job: &HerestJob) -> Result<HerestOutcome> {
         None
     };
     let table = HmmTable::new(&set, &list, &model)?;
+    if job.trace & 1 != 0 {
+        print!("{}", header(job, &set, list.entries.len()));
+    }
     let mut mlfs = Vec::new();
     for m in &job.mlfs {
         mlfs.push((m.display().to_string(), Mlf::load(m)?));
@@ -482,4 +485,80 @@ pub fn stat_report(set: &HmmSet, accs: &HerestAccs) -> String {
         out.push('\n');
     }
     out
+}
+
+/// The lines HERest -T 1 prints before the first utterance.
+fn header(job: &HerestJob, set: &HmmSet, logical: usize) -> String {
+    let u = job.flags;
+    let max_m = set
+        .states
+        .iter()
+        .map(|s| s.streams[0].num_mixes)
+        .max()
+        .unwrap_or(1);
+    let mut s = format!("HERest  {} Updating: ", if u.map { "MAP" } else { "ML" });
+    for (on, name) in [
+        (u.trans, "Transitions "),
+        (u.means, "Means "),
+        (u.vars, "Variances "),
+        (u.weights && max_m > 1, "MixWeights "),
+    ] {
+        if on {
+            s.push_str(name);
+        }
+    }
+    s.push_str("\n\n ");
+    if let Some(n) = job.par_mode {
+        s.push_str(&format!("Parallel-Mode[{n}] "));
+    }
+    s.push_str(&format!(
+        "System is {}\n",
+        if is_shared(set) { "SHARED" } else { "PLAIN" }
+    ));
+    let physical = set.macros.iter().filter(|m| m.kind == b'h').count();
+    s.push_str(&format!(
+        "{logical} Logical/{physical} Physical Models Loaded, VecSize={}\n",
+        set.options.vec_size
+    ));
+    s.push_str(&format!("{} MMF input files\n", set.files.len()));
+    let p = &job.prune;
+    if p.init < super::fb::NOPRUNE {
+        if p.inc != 0.0 {
+            s.push_str(&format!(
+                "Pruning-On[{:.1} {:.1} {:.1}]\n",
+                p.init, p.inc, p.limit
+            ));
+        } else {
+            s.push_str(&format!("Pruning-On[{:.1}]\n", p.init));
+        }
+    } else {
+        s.push_str("Pruning-Off\n");
+    }
+    s
+}
+
+/// HModel's SHAREDHS: some HMM uses a macro other than `~h`/`~o`.
+fn is_shared(set: &HmmSet) -> bool {
+    use amtool_formats::htk::mmf::Covariance;
+    let used = |kind: u8, target: usize| -> bool {
+        match kind {
+            b's' => set.hmms.iter().any(|h| h.states.contains(&target)),
+            b't' => set.hmms.iter().any(|h| h.transp == target),
+            b'm' => set.states.iter().any(|s| {
+                s.streams
+                    .iter()
+                    .any(|st| st.mixtures.iter().any(|m| m.pdf == target))
+            }),
+            b'u' => set.pdfs.iter().any(|p| p.mean == target),
+            b'v' => set.pdfs.iter().any(|p| p.cov == Covariance::Diag(target)),
+            b'i' | b'c' => set.pdfs.iter().any(|p| {
+                p.cov == Covariance::InvCovar(target) || p.cov == Covariance::LltCovar(target)
+            }),
+            b'x' => set.pdfs.iter().any(|p| p.cov == Covariance::Xform(target)),
+            b'w' => set.states.iter().any(|s| s.sweights == Some(target)),
+            b'd' => set.states.iter().any(|s| s.dur == Some(target)),
+            _ => false,
+        }
+    };
+    set.macros.iter().any(|m| used(m.kind, m.target))
 }
