@@ -871,6 +871,16 @@ fn flat_start_pass_with_pruning_and_two_mmfs() {
             "{pat}"
         );
     }
+    // HERest's header lines (-T 1), "System is PLAIN", pruning settings.
+    let log = std::fs::read_to_string(Path::new(TD).join("logs/herest_hmm1.log")).unwrap();
+    let head = |t: &str| {
+        t.lines()
+            .skip(1)
+            .take(6)
+            .map(String::from)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(head(&stdout), head(&log));
     let m = std::fs::read_to_string(out.join("macros")).unwrap();
     assert!(m.contains("~v \"varFloor1\"") && !m.contains("~h"), "{m}");
     let h = std::fs::read_to_string(out.join("hmmdefs")).unwrap();
