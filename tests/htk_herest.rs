@@ -886,3 +886,25 @@ fn flat_start_pass_with_pruning_and_two_mmfs() {
     let h = std::fs::read_to_string(out.join("hmmdefs")).unwrap();
     assert_eq!(h.matches("~h \"").count(), 20);
 }
+
+#[test]
+fn beta_pass_is_retried_with_a_wider_beam() {
+    // -t 0.0 0.5 100.0: no path at beam 0, HERest widens the beam by 0.5
+    // until one survives; -t 0.0 alone gives up and skips the utterance.
+    let (_d, mmf, out) = workdir("mono1");
+    let run = |t: &[&str]| {
+        let mut a = vec!["-T", "1", "-C", "train.cfg", "-I", "aligned.mlf", "-m", "0"];
+        a.extend_from_slice(t);
+        a.extend_from_slice(&["-H", mmf.to_str().unwrap(), "-M", out.to_str().unwrap()]);
+        a.extend_from_slice(&["monophones1", "feat/mfcc_0_d_a/spk01_u001.mfc"]);
+        herest(&a)
+    };
+    let (code, stdout, err) = run(&["-t", "0.0", "0.5", "100.0"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(stdout.contains("Retrying Beta pass at   0.5\n"), "{stdout}");
+    assert_eq!(out_lines(&stdout, "Utterance prob").len(), 1, "{stdout}");
+    let (code, stdout, err) = run(&["-t", "0.0"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(stdout.contains(" No path found in beta pass"), "{stdout}");
+    assert!(err.contains("WARNING [-7324]  StepBack: File feat/mfcc_0_d_a/spk01_u001.mfc - bad data or over pruning"), "{err}");
+}

@@ -84,6 +84,8 @@ pub trait FbSink {
     fn mix_occ(&mut self, q: usize, j: usize, t: usize, log_occ: f64, log_init: f64);
     /// Transition count (i → j of model q at frame t).
     fn trans(&mut self, q: usize, i: usize, j: usize, value: f64);
+    /// The beta pass found no path and is retried with this beam.
+    fn retry(&mut self, _beam: f64) {}
 }
 
 /// Why an utterance could not be aligned.
@@ -321,6 +323,7 @@ pub fn forward_backward(
         if thresh > prune.limit || prune.inc == 0.0 {
             return Err(FbFailure::Pruned);
         }
+        sink.retry(thresh);
     };
     step_forward(&c, &b, tt, pr, prune.min_forward_prob, multi_mix, sink);
     Ok(pr)

@@ -287,7 +287,10 @@ pub fn run(job: &HerestJob) -> Result<HerestOutcome> {
         // Utterances in fixed chunks, each chunk summed in order into its own
         // accumulators and the chunks added in order: the result does not
         // depend on the number of threads.
-        type ChunkOut = (HerestAccs, Vec<std::result::Result<f64, FbFailure>>);
+        type ChunkOut = (
+            HerestAccs,
+            Vec<(std::result::Result<f64, FbFailure>, Vec<f64>)>,
+        );
         let results: Vec<Result<ChunkOut>> = scored
             .par_chunks_mut(CHUNK)
             .map(|chunk| {
@@ -330,17 +333,19 @@ pub fn run(job: &HerestJob) -> Result<HerestOutcome> {
                         dim,
                         comp_ll: &u.comp_ll,
                         acc: &mut acc,
+                        retries: Vec::new(),
                     };
                     // Statistics reach the sink only once the beta pass has
                     // succeeded, so a skipped utterance adds nothing.
                     let r =
                         forward_backward(&sent, &op, u.frames, &job.prune, multi_mix, &mut sink);
+                    let retries = sink.retries;
                     if r.is_ok() {
                         for m in &sent.models[1..] {
                             acc.num_egs[m.hmm] += 1;
                         }
                     }
-                    rs.push(r);
+                    rs.push((r, retries));
                     u.state_ll = Vec::new();
                     u.comp_ll = HashMap::new();
                     u.feats = Vec::new();
@@ -354,13 +359,16 @@ pub fn run(job: &HerestJob) -> Result<HerestOutcome> {
             accs.add(&acc);
             per_utt.extend(rs);
         }
-        for (u, r) in scored.iter().zip(per_utt) {
+        for (u, (r, retries)) in scored.iter().zip(per_utt) {
             if job.trace & 1 != 0 {
                 println!(
                     " Processing Data: {}; Label {}",
                     base_name(&u.datafn),
                     base_name(&u.labfn)
                 );
+                for b in &retries {
+                    println!("Retrying Beta pass at {b:5.1}");
+                }
             }
             match r {
                 Ok(pr) => {

@@ -23,9 +23,15 @@ pub struct AccSink<'a> {
     pub dim: usize,
     pub comp_ll: &'a HashMap<usize, Vec<f32>>,
     pub acc: &'a mut HerestAccs,
+    /// Beams the beta pass was retried with (HERest's "Retrying Beta pass").
+    pub retries: Vec<f64>,
 }
 
 impl FbSink for AccSink<'_> {
+    fn retry(&mut self, beam: f64) {
+        self.retries.push(beam);
+    }
+
     fn state_occ(&mut self, q: usize, _t: usize, occ: &[f64]) {
         if self.u.trans {
             let tp = self.sent.models[q].transp;
