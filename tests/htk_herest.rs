@@ -908,3 +908,28 @@ fn beta_pass_is_retried_with_a_wider_beam() {
     assert!(stdout.contains(" No path found in beta pass"), "{stdout}");
     assert!(err.contains("WARNING [-7324]  StepBack: File feat/mfcc_0_d_a/spk01_u001.mfc - bad data or over pruning"), "{err}");
 }
+
+#[test]
+fn full_covariance_model_round_trip() {
+    let set = HmmSet::parse(&gunzip("models/fullcov.mmf.gz"), "fullcov.mmf").unwrap();
+    let m = HtkModel::from_hmm_set(&set, "fullcov.mmf").unwrap();
+    assert_eq!(m.model.kind, amtool::model::CovKind::Full);
+    assert_eq!(m.model.inv_var_len(), 39 * 40 / 2);
+    let mut back = set.clone();
+    m.write_back(&m.model, &mut back);
+    // Means come back through Σ·(Σ⁻¹μ) in f64 from float Σ⁻¹μ: relative 1e-4
+    // of the largest mean element (Σ⁻¹ of these models has condition numbers ~1e4).
+    for (a, b) in back.means.iter().zip(&set.means) {
+        let scale = b.iter().fold(1f32, |m, v| m.max(v.abs()));
+        for (x, y) in a.iter().zip(b) {
+            assert!((x - y).abs() <= 1e-4 * scale, "{x} vs {y}");
+        }
+    }
+    for (a, b) in back.covars.iter().zip(&set.covars) {
+        assert_eq!(a.upper, b.upper);
+    }
+    for (a, b) in back.pdfs.iter().zip(&set.pdfs) {
+        let (x, y) = (a.gconst.unwrap(), b.gconst.unwrap());
+        assert!((x - y).abs() <= 1e-4 * y.abs(), "gconst {x} vs {y}");
+    }
+}
