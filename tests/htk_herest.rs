@@ -629,13 +629,15 @@ fn engine_pass(m: &str, scorer: &str, avg: f64) -> String {
     let text = std::fs::read_to_string(out.join(format!("{m}.mmf"))).unwrap();
     let want = String::from_utf8(gunzip(&format!("expected/{m}/single.mmf.gz"))).unwrap();
     let (a, b) = same_structure(&text, &want);
-    // The engines' log-likelihoods (expanded form, even on centred
-    // features) differ from HTK's float arithmetic by ~1e-5 per frame, which
-    // moves occupancies and so parameters by up to 2× the tolerance of the
-    // HTK-arithmetic path on these fixtures: allow 3×.
+    // The engine path differs from HERest in two documented ways: the
+    // log-likelihoods come from the expanded form (on centred features) and
+    // the engine accumulates every component of an occupied state, where HFB
+    // drops components with occupation below e^-10. On these fixtures that
+    // moves parameters by up to 4.5× the tolerance of the HTK-arithmetic
+    // path (mixvar; mono1 1.4×): allow 6×.
     for (i, (x, y)) in a.iter().zip(&b).enumerate() {
         assert!(
-            (x - y).abs() <= 3.0 * tol(*y),
+            (x - y).abs() <= 6.0 * tol(*y),
             "{m} {scorer}: number {i}: {x} vs HERest {y}"
         );
     }

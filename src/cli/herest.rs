@@ -3,8 +3,10 @@
 //! `-C config -I mlf -S scp -H mmf... -M dir -t f [i l] -u flags -v f -m N
 //! -w f -c f -B -A -T N -p N -s file -L dir -X ext` followed by the HMM list
 //! and data files. `--scorer=htk|cpu|cuda|engine` (amtool's own) picks who
-//! computes the output probabilities: HTK's float arithmetic on the CPU (the
-//! default, HERest's numbers exactly) or an amtool engine.
+//! does the Gaussian work: HTK's float arithmetic on the CPU (the default,
+//! HERest's numbers exactly), or an amtool engine (CPU or GPU) for the output
+//! probabilities and the mixture statistics (HERest's average log probability
+//! to 4 decimals; no per-component e^-10 cut-off).
 
 use std::path::PathBuf;
 

@@ -225,6 +225,18 @@ pub fn run(job: &HerestJob) -> Result<HerestOutcome> {
     let dim = model.model.dim;
     let mut accs = HerestAccs::zeros(&set);
     let mut skipped = Vec::new();
+    let mut engine_accs = engine_model.as_ref().map(|m| {
+        let f = job.flags;
+        crate::stats::ModelAccumulators::zeros(
+            m,
+            crate::stats::accumulators::UpdateFlags {
+                means: f.means || f.vars,
+                variances: f.vars,
+                weights: f.weights,
+                transitions: false,
+            },
+        )
+    });
     const BATCH: usize = 32;
     const CHUNK: usize = 4;
     for batch in job.data.chunks(BATCH) {
@@ -287,10 +299,12 @@ pub fn run(job: &HerestJob) -> Result<HerestOutcome> {
         // Utterances in fixed chunks, each chunk summed in order into its own
         // accumulators and the chunks added in order: the result does not
         // depend on the number of threads.
-        type ChunkOut = (
-            HerestAccs,
-            Vec<(std::result::Result<f64, FbFailure>, Vec<f64>)>,
+        type UttOut = (
+            std::result::Result<f64, FbFailure>,
+            Vec<f64>,
+            Vec<(u32, u32, f32)>,
         );
+        type ChunkOut = (HerestAccs, Vec<UttOut>);
         let results: Vec<Result<ChunkOut>> = scored
             .par_chunks_mut(CHUNK)
             .map(|chunk| {
@@ -334,21 +348,25 @@ pub fn run(job: &HerestJob) -> Result<HerestOutcome> {
                         comp_ll: &u.comp_ll,
                         acc: &mut acc,
                         retries: Vec::new(),
+                        occupancies: (!lm_none).then(Vec::new),
                     };
                     // Statistics reach the sink only once the beta pass has
                     // succeeded, so a skipped utterance adds nothing.
                     let r =
                         forward_backward(&sent, &op, u.frames, &job.prune, multi_mix, &mut sink);
                     let retries = sink.retries;
+                    let occs = sink.occupancies.unwrap_or_default();
                     if r.is_ok() {
                         for m in &sent.models[1..] {
                             acc.num_egs[m.hmm] += 1;
                         }
                     }
-                    rs.push((r, retries));
+                    rs.push((r, retries, occs));
                     u.state_ll = Vec::new();
                     u.comp_ll = HashMap::new();
-                    u.feats = Vec::new();
+                    if lm_none {
+                        u.feats = Vec::new();
+                    }
                 }
                 Ok((acc, rs))
             })
@@ -359,7 +377,34 @@ pub fn run(job: &HerestJob) -> Result<HerestOutcome> {
             accs.add(&acc);
             per_utt.extend(rs);
         }
-        for (u, (r, retries)) in scored.iter().zip(per_utt) {
+        // An engine gathers the mixture statistics from the state occupancies.
+        if let (Some(lm), Some(macc)) = (lm.as_mut(), engine_accs.as_mut()) {
+            for (u, (r, _, occs)) in scored.iter().zip(&per_utt) {
+                if r.is_err() {
+                    continue;
+                }
+                let moved: Vec<f32> = u
+                    .feats
+                    .chunks(dim)
+                    .flat_map(|x| x.iter().zip(&offset).map(|(a, b)| a - b))
+                    .collect();
+                let mut offsets = vec![0usize; u.frames + 1];
+                let mut pairs = Vec::with_capacity(occs.len());
+                for &(t, ms, g) in occs {
+                    offsets[t as usize + 1] += 1;
+                    pairs.push((ms, g));
+                }
+                for t in 0..u.frames {
+                    offsets[t + 1] += offsets[t];
+                }
+                let targets = crate::engine::FrameTargets::Weighted {
+                    offsets: &offsets,
+                    pairs: &pairs,
+                };
+                lm.accumulate(FrameBatch::new(&moved, dim), targets, macc)?;
+            }
+        }
+        for (u, (r, retries, _)) in scored.iter().zip(per_utt) {
             if job.trace & 1 != 0 {
                 println!(
                     " Processing Data: {}; Label {}",
@@ -398,6 +443,9 @@ pub fn run(job: &HerestJob) -> Result<HerestOutcome> {
                 }
             }
         }
+    }
+    if let Some(macc) = &engine_accs {
+        add_engine_stats(&set, &model, &offset, macc, job.flags, &mut accs);
     }
     if let Some(n) = job.par_mode {
         let dir = job.out_dir.clone().unwrap_or_else(|| PathBuf::from("."));
@@ -569,4 +617,76 @@ fn is_shared(set: &HmmSet) -> bool {
         }
     };
     set.macros.iter().any(|m| used(m.kind, m.target))
+}
+
+/// Turn an engine's statistics (per model state and component: occupancy,
+/// Σγx′, Σγx′² or Σγx′x′ᵀ on features moved by `offset`) into HERest's
+/// accumulators, centred on each Gaussian's current (moved) mean and added
+/// to the shared objects they belong to.
+fn add_engine_stats(
+    set: &HmmSet,
+    model: &HtkModel,
+    offset: &[f32],
+    macc: &crate::stats::ModelAccumulators,
+    u: HtkUpdate,
+    accs: &mut HerestAccs,
+) {
+    use amtool_formats::htk::mmf::Covariance;
+    let dim = macc.dim;
+    let vlen = match macc.kind {
+        crate::model::CovKind::Diagonal => dim,
+        crate::model::CovKind::Full => dim * (dim + 1) / 2,
+    };
+    for (ms, sa) in macc.states.iter().enumerate() {
+        let s = model.set_state[ms];
+        for (c, &mi) in model.mixture_of[ms].iter().enumerate() {
+            let n = sa.occupancy[c];
+            let pdf = &set.pdfs[set.states[s].streams[0].mixtures[mi].pdf];
+            let mu: Vec<f64> = set.means[pdf.mean]
+                .iter()
+                .zip(offset)
+                .map(|(m, o)| (*m - *o) as f64)
+                .collect();
+            if u.weights {
+                accs.weight[s].c[mi] += n;
+            }
+            accs.weight[s].occ += n;
+            if sa.mean_acc.is_empty() {
+                continue;
+            }
+            let s1 = &sa.mean_acc[c * dim..(c + 1) * dim];
+            if u.means {
+                let ma = &mut accs.mean[pdf.mean];
+                ma.occ += n;
+                for k in 0..dim {
+                    ma.sum[k] += s1[k] - mu[k] * n;
+                }
+            }
+            if u.vars && !sa.var_acc.is_empty() {
+                let s2 = &sa.var_acc[c * vlen..(c + 1) * vlen];
+                match pdf.cov {
+                    Covariance::Diag(v) => {
+                        let va = &mut accs.var[v];
+                        va.occ += n;
+                        for k in 0..dim {
+                            va.sum[k] += s2[k] - 2.0 * mu[k] * s1[k] + mu[k] * mu[k] * n;
+                        }
+                    }
+                    Covariance::InvCovar(cv) => {
+                        let va = &mut accs.covar[cv];
+                        va.occ += n;
+                        let mut idx = 0;
+                        for i in 0..dim {
+                            for j in 0..=i {
+                                va.sum[idx] +=
+                                    s2[idx] - mu[i] * s1[j] - mu[j] * s1[i] + mu[i] * mu[j] * n;
+                                idx += 1;
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
 }

@@ -25,6 +25,10 @@ pub struct AccSink<'a> {
     pub acc: &'a mut HerestAccs,
     /// Beams the beta pass was retried with (HERest's "Retrying Beta pass").
     pub retries: Vec<f64>,
+    /// With an engine doing the mixture statistics: (frame, model state,
+    /// occupancy) for every state occupied above e^−`min_forward_prob`,
+    /// frames in order; the mixture accumulators are then left alone.
+    pub occupancies: Option<Vec<(u32, u32, f32)>>,
 }
 
 impl FbSink for AccSink<'_> {
@@ -47,6 +51,12 @@ impl FbSink for AccSink<'_> {
             return;
         }
         let ms = self.sent.models[q].states[j];
+        if let Some(v) = self.occupancies.as_mut() {
+            if -log_occ < self.min_fp {
+                v.push(((t - 1) as u32, ms as u32, log_occ.exp() as f32));
+            }
+            return;
+        }
         let s = self.model.set_state[ms];
         let stream = &self.set.states[s].streams[0];
         let mmix = stream.num_mixes > 1;
