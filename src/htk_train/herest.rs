@@ -264,7 +264,7 @@ pub fn run(job: &HerestJob) -> Result<HerestOutcome> {
             let feats = pf.to_f32();
             let frames = pf.n_frames();
             let mut state_ll = Vec::new();
-            let mut comp_ll = HashMap::new();
+            let comp_ll = HashMap::new();
             if let Some(lm) = lm.as_mut() {
                 let moved: Vec<f32> = feats
                     .chunks(dim)
@@ -273,15 +273,8 @@ pub fn run(job: &HerestJob) -> Result<HerestOutcome> {
                 let batchf = FrameBatch::new(&moved, dim);
                 state_ll = vec![0f32; frames * model.model.num_states()];
                 lm.state_loglikes(batchf, &mut state_ll)?;
-                if multi_mix {
-                    let sent = Sentence::new(&table, &labels, &labfn)?;
-                    for ms in sentence_states(&sent) {
-                        let nc = model.model.states[ms].num_components();
-                        let mut out = vec![0f32; frames * nc];
-                        lm.component_loglikes(ms, batchf, &mut out)?;
-                        comp_ll.insert(ms, out);
-                    }
-                }
+                // (The engine's accumulate splits state occupancies into
+                // components itself: no component log-likelihoods needed.)
             }
             scored.push(Scored {
                 datafn: datafn.clone(),
@@ -352,8 +345,14 @@ pub fn run(job: &HerestJob) -> Result<HerestOutcome> {
                     };
                     // Statistics reach the sink only once the beta pass has
                     // succeeded, so a skipped utterance adds nothing.
-                    let r =
-                        forward_backward(&sent, &op, u.frames, &job.prune, multi_mix, &mut sink);
+                    let r = forward_backward(
+                        &sent,
+                        &op,
+                        u.frames,
+                        &job.prune,
+                        multi_mix && lm_none,
+                        &mut sink,
+                    );
                     let retries = sink.retries;
                     let occs = sink.occupancies.unwrap_or_default();
                     if r.is_ok() {
