@@ -28,11 +28,11 @@ _amtool() {
             amtool,help)
                 cmd="amtool__subcmd__help"
                 ;;
+            amtool,herest)
+                cmd="amtool__subcmd__herest"
+                ;;
             amtool,man)
                 cmd="amtool__subcmd__man"
-                ;;
-            amtool,rescore-lattice)
-                cmd="amtool__subcmd__rescore__subcmd__lattice"
                 ;;
             amtool,shims)
                 cmd="amtool__subcmd__shims"
@@ -49,11 +49,11 @@ _amtool() {
             amtool__subcmd__help,help)
                 cmd="amtool__subcmd__help__subcmd__help"
                 ;;
+            amtool__subcmd__help,herest)
+                cmd="amtool__subcmd__help__subcmd__herest"
+                ;;
             amtool__subcmd__help,man)
                 cmd="amtool__subcmd__help__subcmd__man"
-                ;;
-            amtool__subcmd__help,rescore-lattice)
-                cmd="amtool__subcmd__help__subcmd__rescore__subcmd__lattice"
                 ;;
             amtool__subcmd__help,shims)
                 cmd="amtool__subcmd__help__subcmd__shims"
@@ -65,7 +65,7 @@ _amtool() {
 
     case "${cmd}" in
         amtool)
-            opts="-h -V --help --version bench copy rescore-lattice shims completions man help"
+            opts="-h -V --help --version bench copy herest shims completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -147,7 +147,7 @@ _amtool() {
             return 0
             ;;
         amtool__subcmd__copy)
-            opts="-h --verbose --print-args --config --binary --compress --compression-method --write-compact --include --exclude --ignore-missing --kaldi-tool --help"
+            opts="-h --verbose --print-args --config --binary --compress --compression-method --kaldi-tool --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -177,22 +177,6 @@ _amtool() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --write-compact)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --include)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --exclude)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --ignore-missing)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
                 --kaldi-tool)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -205,7 +189,7 @@ _amtool() {
             return 0
             ;;
         amtool__subcmd__help)
-            opts="bench copy rescore-lattice shims completions man help"
+            opts="bench copy herest shims completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -274,7 +258,7 @@ _amtool() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        amtool__subcmd__help__subcmd__man)
+        amtool__subcmd__help__subcmd__herest)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -288,7 +272,7 @@ _amtool() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        amtool__subcmd__help__subcmd__rescore__subcmd__lattice)
+        amtool__subcmd__help__subcmd__man)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -316,6 +300,20 @@ _amtool() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        amtool__subcmd__herest)
+            opts="-h --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         amtool__subcmd__man)
             opts="-h --completions --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -324,40 +322,6 @@ _amtool() {
             fi
             case "${prev}" in
                 --completions)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                *)
-                    COMPREPLY=()
-                    ;;
-            esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-            return 0
-            ;;
-        amtool__subcmd__rescore__subcmd__lattice)
-            opts="-h --verbose --print-args --config --old-acoustic-scale --use-gpu --help"
-            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-                return 0
-            fi
-            case "${prev}" in
-                --verbose)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --print-args)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --config)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --old-acoustic-scale)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --use-gpu)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -28,7 +28,7 @@ complete -c amtool -n "__fish_amtool_needs_command" -s h -l help -d 'Print help'
 complete -c amtool -n "__fish_amtool_needs_command" -s V -l version -d 'Print version'
 complete -c amtool -n "__fish_amtool_needs_command" -f -a "bench" -d 'Run the benchmark cases (../shared/bench/README.md) and print one JSON line per case'
 complete -c amtool -n "__fish_amtool_needs_command" -f -a "copy" -d 'Copy Kaldi tables or objects, converting binary/text (copy-feats, copy-matrix, copy-vector, copy-int-vector, copy-post, gmm-copy, gmm-global-copy, fgmm-global-copy)'
-complete -c amtool -n "__fish_amtool_needs_command" -f -a "rescore-lattice" -d 'Replace the acoustic scores on compact lattices using a new model (gmm-rescore-lattice)'
+complete -c amtool -n "__fish_amtool_needs_command" -f -a "herest" -d 'HTK embedded Baum-Welch re-estimation with HERest\'s own options (-C -I -S -H -M -t -u ...)'
 complete -c amtool -n "__fish_amtool_needs_command" -f -a "shims" -d 'Create symlinks named like the Kaldi tools amtool replaces (put DIR first on PATH)'
 complete -c amtool -n "__fish_amtool_needs_command" -f -a "completions" -d 'Print a shell completion script (e.g. `amtool completions bash > /etc/bash_completion.d/amtool`)'
 complete -c amtool -n "__fish_amtool_needs_command" -f -a "man" -d 'Write the man pages generated from these option definitions into DIR'
@@ -50,26 +50,17 @@ complete -c amtool -n "__fish_amtool_using_subcommand copy" -l config -d 'Read o
 complete -c amtool -n "__fish_amtool_using_subcommand copy" -l binary -d 'Write in binary mode (single objects; for tables the wspecifier\'s `t`/`b` decides, as in Kaldi)' -r
 complete -c amtool -n "__fish_amtool_using_subcommand copy" -l compress -d 'Compress matrices (as copy-feats --compress=true)' -r
 complete -c amtool -n "__fish_amtool_using_subcommand copy" -l compression-method -d 'Compression method: 1 auto, 2 speech feature (CM), 3 two-byte auto (CM2), 4 two-byte signed integer, 5 one-byte auto (CM3), 6 one-byte unsigned integer, 7 one-byte 0..1' -r
-complete -c amtool -n "__fish_amtool_using_subcommand copy" -l write-compact -d 'Lattices: write CompactLattice (true) or non-compact Lattice (false), as lattice-copy (default there: true). Unset, `amtool copy` keeps lattices as stored' -r
-complete -c amtool -n "__fish_amtool_using_subcommand copy" -l include -d 'Tables: copy only the keys listed (first field of each line of this text file), as lattice-copy' -r
-complete -c amtool -n "__fish_amtool_using_subcommand copy" -l exclude -d 'Tables: copy all but the keys listed (first field of each line of this text file), as lattice-copy' -r
-complete -c amtool -n "__fish_amtool_using_subcommand copy" -l ignore-missing -d 'Tables: exit with status 0 even if nothing was copied, as lattice-copy' -r
 complete -c amtool -n "__fish_amtool_using_subcommand copy" -l kaldi-tool -d 'The Kaldi tool this copy stands in for (set by the shims: copy-feats, copy-matrix, ...)' -r
 complete -c amtool -n "__fish_amtool_using_subcommand copy" -s h -l help -d 'Print help'
-complete -c amtool -n "__fish_amtool_using_subcommand rescore-lattice" -l verbose -d 'Verbose level (higher = more logging)' -r
-complete -c amtool -n "__fish_amtool_using_subcommand rescore-lattice" -l print-args -d 'Print the command line to stderr (Kaldi\'s default)' -r
-complete -c amtool -n "__fish_amtool_using_subcommand rescore-lattice" -l config -d 'Read options from FILE (lines of --x=y); options on the command line win' -r -F
-complete -c amtool -n "__fish_amtool_using_subcommand rescore-lattice" -l old-acoustic-scale -d 'Add in the scores in the input lattices with this scale, rather than discarding them' -r
-complete -c amtool -n "__fish_amtool_using_subcommand rescore-lattice" -l use-gpu -d 'Compute on a GPU: yes, no or optional (use one if there is one)' -r
-complete -c amtool -n "__fish_amtool_using_subcommand rescore-lattice" -s h -l help -d 'Print help'
+complete -c amtool -n "__fish_amtool_using_subcommand herest" -s h -l help -d 'Print help'
 complete -c amtool -n "__fish_amtool_using_subcommand shims" -s h -l help -d 'Print help'
 complete -c amtool -n "__fish_amtool_using_subcommand completions" -s h -l help -d 'Print help'
 complete -c amtool -n "__fish_amtool_using_subcommand man" -l completions -d 'Also write the bash/zsh/fish completion scripts into this folder' -r -F
 complete -c amtool -n "__fish_amtool_using_subcommand man" -s h -l help -d 'Print help'
-complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy rescore-lattice shims completions man help" -f -a "bench" -d 'Run the benchmark cases (../shared/bench/README.md) and print one JSON line per case'
-complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy rescore-lattice shims completions man help" -f -a "copy" -d 'Copy Kaldi tables or objects, converting binary/text (copy-feats, copy-matrix, copy-vector, copy-int-vector, copy-post, gmm-copy, gmm-global-copy, fgmm-global-copy)'
-complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy rescore-lattice shims completions man help" -f -a "rescore-lattice" -d 'Replace the acoustic scores on compact lattices using a new model (gmm-rescore-lattice)'
-complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy rescore-lattice shims completions man help" -f -a "shims" -d 'Create symlinks named like the Kaldi tools amtool replaces (put DIR first on PATH)'
-complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy rescore-lattice shims completions man help" -f -a "completions" -d 'Print a shell completion script (e.g. `amtool completions bash > /etc/bash_completion.d/amtool`)'
-complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy rescore-lattice shims completions man help" -f -a "man" -d 'Write the man pages generated from these option definitions into DIR'
-complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy rescore-lattice shims completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy herest shims completions man help" -f -a "bench" -d 'Run the benchmark cases (../shared/bench/README.md) and print one JSON line per case'
+complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy herest shims completions man help" -f -a "copy" -d 'Copy Kaldi tables or objects, converting binary/text (copy-feats, copy-matrix, copy-vector, copy-int-vector, copy-post, gmm-copy, gmm-global-copy, fgmm-global-copy)'
+complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy herest shims completions man help" -f -a "herest" -d 'HTK embedded Baum-Welch re-estimation with HERest\'s own options (-C -I -S -H -M -t -u ...)'
+complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy herest shims completions man help" -f -a "shims" -d 'Create symlinks named like the Kaldi tools amtool replaces (put DIR first on PATH)'
+complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy herest shims completions man help" -f -a "completions" -d 'Print a shell completion script (e.g. `amtool completions bash > /etc/bash_completion.d/amtool`)'
+complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy herest shims completions man help" -f -a "man" -d 'Write the man pages generated from these option definitions into DIR'
+complete -c amtool -n "__fish_amtool_using_subcommand help; and not __fish_seen_subcommand_from bench copy herest shims completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

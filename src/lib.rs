@@ -12,6 +12,7 @@ pub mod bench;
 pub mod cli;
 pub mod engine;
 pub mod error;
+pub mod htk_train;
 pub mod layout;
 pub mod model;
 pub mod score;

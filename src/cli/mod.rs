@@ -15,6 +15,7 @@ pub mod est;
 pub mod global_get_post;
 pub mod gselect;
 pub mod gselect_to_post;
+pub mod herest;
 pub mod kaldi;
 pub mod map_adapt;
 pub mod progress;
@@ -89,6 +90,8 @@ pub enum Command {
     CopyToHtk(copy_to_htk::CopyToHtkArgs),
     /// Replace the acoustic scores on compact lattices using a new model (gmm-rescore-lattice).
     RescoreLattice(rescore_lattice::RescoreLatticeArgs),
+    /// HTK embedded Baum-Welch re-estimation with HERest's own options (-C -I -S -H -M -t -u ...).
+    Herest(herest::HerestArgs),
     /// Create symlinks named like the Kaldi tools amtool replaces (put DIR first on PATH).
     Shims {
         /// Folder for the links (created if missing).
@@ -120,6 +123,7 @@ impl Command {
                 | Command::Completions { .. }
                 | Command::Man { .. }
                 | Command::Bench(_)
+                | Command::Herest(_)
         )
     }
 }
@@ -140,6 +144,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::UbmMap(args) => ubm_map::run(args),
         Command::CopyToHtk(args) => copy_to_htk::run(&args),
         Command::RescoreLattice(args) => rescore_lattice::run(args),
+        Command::Herest(args) => herest::run(args),
         Command::Shims { dir } => {
             let exe = match std::env::current_exe() {
                 Ok(e) => e,
@@ -213,7 +218,8 @@ pub fn main_with_args(args: Vec<OsString>) -> i32 {
     };
     kaldi::set_program(&program);
     // `amtool bench` is not a Kaldi tool: its options take `--case NAME` too.
-    let rest = if sub.is_empty() || sub[0] == "bench" {
+    // HERest's options are HTK's single-dash ones: no Kaldi rewriting.
+    let rest = if sub.is_empty() || sub[0] == "bench" || sub[0] == "herest" {
         rest.to_vec()
     } else {
         match kaldi::normalize_args(rest) {

@@ -128,6 +128,8 @@ pub const SHIMS: &[Shim] = &[
     Shim {
         tool: "gmm-rescore-lattice",
         argv: &["rescore-lattice"],
+        tool: "HERest",
+        argv: &["herest"],
     },
 ];
 

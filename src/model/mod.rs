@@ -11,6 +11,7 @@
 //!   `SpMatrix` (lower triangle, row by row: D(D+1)/2 values), and
 //!   `loglike(x) = gconst + x·Σ⁻¹μ − ½ xᵀΣ⁻¹x`.
 
+pub mod htk;
 pub mod kaldi;
 
 /// Which covariance every Gaussian of a model has.

@@ -16,7 +16,7 @@ pub mod hmmlist;
 pub mod lexer;
 mod parser;
 mod writer;
-pub(crate) use writer::quote;
+pub use writer::quote;
 
 use std::collections::HashMap;
 use std::path::Path;

@@ -317,7 +317,7 @@ impl W<'_> {
 
 /// HShell's `ReWriteString(s, NULL, DBL_QUOTE)`: always in double quotes, with
 /// `"` and `\` escaped and unprintable bytes as octal.
-pub(crate) fn quote(s: &str) -> String {
+pub fn quote(s: &str) -> String {
     let mut out = String::from("\"");
     for &c in s.as_bytes() {
         match c {

@@ -1,0 +1,570 @@
+//! HFB.c's pruned forward-backward over one utterance's sentence HMM, in log
+//! space with HTK's conventions (`LZERO`, `LSMALL`, `MINEARG`, `LAdd`'s
+//! cut-off), so that occupancies — and which ones are dropped — match HERest:
+//!
+//! - the beta pass runs first, from T down to 1, inside a beam that starts as
+//!   the minimum-duration taper of the model sequence and is narrowed at each
+//!   frame to the models whose best beta is within `beam` of the frame's best
+//!   (`-t`); when nothing survives the pass is retried with a wider beam
+//!   (`-t f inc limit`), and the utterance is skipped when the limit is hit;
+//! - the alpha pass narrows that beam further to the models whose best
+//!   alpha·beta at t−1 is within `min_forward_prob` of the total (HERest `-c`,
+//!   default 10) and gathers statistics for the models left;
+//! - a component's statistics are gathered only when its occupation log
+//!   probability is above −`min_forward_prob`; transition and state
+//!   occupancies only when above `MINEARG`.
+//!
+//! State output probabilities come in precomputed (from an engine); the
+//! per-component log-likelihoods (log weight included) too, for multi-mixture
+//! sets. Indices follow HTK: models q = 1..=Q, states i = 1..=N.
+
+use super::sentence::Sentence;
+
+pub const LZERO: f64 = -1.0e10;
+pub const LSMALL: f64 = -0.5e10;
+pub const MINEARG: f64 = -708.3;
+/// `minLogExp` = −log(−LZERO): LAdd ignores terms smaller than this.
+const MIN_LOG_EXP: f64 = -23.025850929940457;
+
+/// HMath.c's `LAdd`.
+#[inline]
+pub fn ladd(x: f64, y: f64) -> f64 {
+    let (x, y) = if x < y { (y, x) } else { (x, y) };
+    let diff = y - x;
+    if diff < MIN_LOG_EXP {
+        if x < LSMALL {
+            LZERO
+        } else {
+            x
+        }
+    } else {
+        x + (1.0 + diff.exp()).ln()
+    }
+}
+
+/// HERest's pruning settings (`-t`, `-c`).
+#[derive(Debug, Clone, Copy)]
+pub struct Pruning {
+    pub init: f64,
+    pub inc: f64,
+    pub limit: f64,
+    pub min_forward_prob: f64,
+}
+
+/// `NOPRUNE`: the beam when `-t` is not given.
+pub const NOPRUNE: f64 = 1.0e10;
+
+impl Default for Pruning {
+    fn default() -> Self {
+        Pruning {
+            init: NOPRUNE,
+            inc: 0.0,
+            limit: NOPRUNE,
+            min_forward_prob: 10.0,
+        }
+    }
+}
+
+/// Output probabilities of one utterance: `state_ll[t * stride + col[s]]`
+/// is the log-likelihood of model state `s` at frame t (0-based frames).
+pub struct OutProbs<'a> {
+    pub state_ll: &'a [f32],
+    pub stride: usize,
+    /// Model state → column (only the states of the sentence need one).
+    pub col: &'a [u32],
+}
+
+/// What the forward pass hands out, frame by frame (t is 1-based).
+pub trait FbSink {
+    /// Occupation probability `occ[i]` (i = 1..=N) of model q at frame t.
+    fn state_occ(&mut self, q: usize, t: usize, occ: &[f64]);
+    /// Occupation of state j of model q at t (log), before any threshold, and
+    /// the log of (the forward probability into j without its output
+    /// probability) + beta − pr: the mixture accumulators split it.
+    fn mix_occ(&mut self, q: usize, j: usize, t: usize, log_occ: f64, log_init: f64);
+    /// Transition count (i → j of model q at frame t).
+    fn trans(&mut self, q: usize, i: usize, j: usize, value: f64);
+    /// The beta pass found no path and is retried with this beam.
+    fn retry(&mut self, _beam: f64) {}
+}
+
+/// Why an utterance could not be aligned.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FbFailure {
+    /// More emitting states must be traversed than there are frames.
+    TooShort { states: usize, frames: usize },
+    /// No path survived the beam, even at its limit.
+    Pruned,
+}
+
+type Col = Vec<Option<Vec<f64>>>;
+
+struct Beta {
+    qlo: Vec<usize>,
+    qhi: Vec<usize>,
+    beta: Vec<Col>,
+}
+
+impl Beta {
+    fn get(&self, t: usize, q: usize) -> Option<&Vec<f64>> {
+        self.beta[t].get(q).and_then(|b| b.as_ref())
+    }
+}
+
+struct Ctx<'a> {
+    s: &'a Sentence<'a>,
+    op: &'a OutProbs<'a>,
+}
+
+impl Ctx<'_> {
+    #[inline]
+    fn out(&self, t: usize, q: usize, j: usize) -> f64 {
+        let st = self.s.models[q].states[j];
+        self.op.state_ll[(t - 1) * self.op.stride + self.op.col[st] as usize] as f64
+    }
+    #[inline]
+    fn a(&self, q: usize, i: usize, j: usize) -> f64 {
+        self.s.models[q].a(i, j)
+    }
+    #[inline]
+    fn n(&self, q: usize) -> usize {
+        self.s.models[q].n
+    }
+}
+
+/// SetBeamTaper.
+fn beam_taper(dms: &[usize], qq: usize, tt: usize, qlo: &mut [usize], qhi: &mut [usize]) {
+    let (mut q, mut dq, mut i) = (1usize, dms[1] as i64, 0i64);
+    for t in 1..=tt {
+        while i == dq {
+            i = 0;
+            if q < qq {
+                q += 1;
+                dq = dms[q] as i64;
+            } else {
+                dq = -1;
+            }
+        }
+        qhi[t] = q;
+        i += 1;
+    }
+    let (mut q, mut dq, mut i) = (qq, dms[qq] as i64, 0i64);
+    for t in (1..=tt).rev() {
+        while i == dq {
+            i = 0;
+            if q > 1 {
+                q -= 1;
+                dq = dms[q] as i64;
+            } else {
+                dq = -1;
+            }
+        }
+        qlo[t] = q;
+        i += 1;
+    }
+}
+
+/// SetBeta: returns the total log probability or None when pruned away.
+fn set_beta(c: &Ctx, tt: usize, thresh: f64) -> (Option<f64>, Beta) {
+    let qq = c.s.models.len() - 1;
+    let mut b = Beta {
+        qlo: vec![0; tt + 2],
+        qhi: vec![0; tt + 2],
+        beta: vec![Vec::new(); tt + 2],
+    };
+    beam_taper(&c.s.min_durs, qq, tt, &mut b.qlo, &mut b.qhi);
+    let mut max_p = vec![LZERO; qq + 2];
+    b.qhi[tt] = qq;
+    let endq = b.qlo[tt];
+    b.beta[tt] = vec![None; qq + 2];
+    let mut last_b1 = LZERO;
+    let (mut lnq, mut a1n) = (0usize, 0f64);
+    for q in (endq..=qq).rev() {
+        let nq = c.n(q);
+        let mut bq = vec![LZERO; nq + 1];
+        bq[nq] = if q == qq {
+            0.0
+        } else {
+            b.beta[tt][q + 1].as_ref().unwrap()[lnq] + a1n
+        };
+        for i in 2..nq {
+            bq[i] = c.a(q, i, nq) + bq[nq];
+        }
+        let mut x = LZERO;
+        for j in 2..nq {
+            let (a, y) = (c.a(q, 1, j), bq[j]);
+            if a > LSMALL && y > LSMALL {
+                x = ladd(x, a + c.out(tt, q, j) + y);
+            }
+        }
+        bq[1] = x;
+        last_b1 = x;
+        lnq = nq;
+        a1n = c.a(q, 1, nq);
+        b.beta[tt][q] = Some(bq);
+    }
+    for t in (1..tt).rev() {
+        let mut gmax = LZERO;
+        let mut startq = b.qhi[t + 1];
+        let mut endq = if b.qlo[t + 1] == 1 {
+            1
+        } else if b.qlo[t] >= b.qlo[t + 1] {
+            b.qlo[t]
+        } else {
+            b.qlo[t + 1] - 1
+        };
+        while endq > 1 && c.s.min_durs[endq - 1] == 0 {
+            endq -= 1;
+        }
+        let mut col: Col = vec![None; qq + 2];
+        for q in (endq..=startq).rev() {
+            let mut lmax = LZERO;
+            let nq = c.n(q);
+            let mut bq = vec![LZERO; nq + 1];
+            let bqt1 = b.get(t + 1, q);
+            let bq1t1 = if q == qq { None } else { b.get(t + 1, q + 1) };
+            bq[nq] = bq1t1.map(|v| v[1]).unwrap_or(LZERO);
+            if q < startq && a1n > LSMALL {
+                bq[nq] = ladd(bq[nq], col[q + 1].as_ref().unwrap()[lnq] + a1n);
+            }
+            let in_beam = q >= b.qlo[t + 1] && q <= b.qhi[t + 1];
+            for i in (2..nq).rev() {
+                let mut x = c.a(q, i, nq) + bq[nq];
+                if in_beam {
+                    if let Some(bqt1) = bqt1 {
+                        for j in 2..nq {
+                            let (a, y) = (c.a(q, i, j), bqt1[j]);
+                            if a > LSMALL && y > LSMALL {
+                                x = ladd(x, a + c.out(t + 1, q, j) + y);
+                            }
+                        }
+                    }
+                }
+                bq[i] = x;
+                if x > lmax {
+                    lmax = x;
+                }
+                if x > gmax {
+                    gmax = x;
+                }
+            }
+            let mut x = LZERO;
+            for j in 2..nq {
+                let (a, y) = (c.a(q, 1, j), bq[j]);
+                if a > LSMALL && y > LSMALL {
+                    x = ladd(x, a + c.out(t, q, j) + y);
+                }
+            }
+            bq[1] = x;
+            last_b1 = x;
+            max_p[q] = lmax;
+            lnq = nq;
+            a1n = c.a(q, 1, nq);
+            col[q] = Some(bq);
+        }
+        while gmax - max_p[startq] > thresh {
+            col[startq] = None;
+            if startq <= 1 {
+                return (None, b);
+            }
+            startq -= 1;
+        }
+        while b.qhi[t] < startq {
+            col[startq] = None;
+            if startq <= 1 {
+                return (None, b);
+            }
+            startq -= 1;
+        }
+        b.qhi[t] = startq;
+        while gmax - max_p[endq] > thresh {
+            col[endq] = None;
+            endq += 1;
+            if endq > startq {
+                b.beta[t] = col;
+                return (None, b);
+            }
+        }
+        b.qlo[t] = endq;
+        b.beta[t] = col;
+    }
+    if last_b1 <= LSMALL {
+        return (None, b);
+    }
+    (Some(last_b1), b)
+}
+
+/// Runs forward-backward over one utterance of `frames` frames and reports
+/// occupancies to `sink`. Returns the total log probability.
+pub fn forward_backward(
+    s: &Sentence<'_>,
+    op: &OutProbs,
+    frames: usize,
+    prune: &Pruning,
+    multi_mix: bool,
+    sink: &mut dyn FbSink,
+) -> Result<f64, FbFailure> {
+    let tt = frames;
+    let c = Ctx { s, op };
+    let total_dur: usize = s.min_durs[1..].iter().sum();
+    if total_dur > tt {
+        return Err(FbFailure::TooShort {
+            states: total_dur,
+            frames: tt,
+        });
+    }
+    let mut thresh = prune.init;
+    let (pr, b) = loop {
+        let (pr, b) = set_beta(&c, tt, thresh);
+        if let Some(pr) = pr {
+            break (pr, b);
+        }
+        thresh += prune.inc;
+        if thresh > prune.limit || prune.inc == 0.0 {
+            return Err(FbFailure::Pruned);
+        }
+        sink.retry(thresh);
+    };
+    step_forward(&c, &b, tt, pr, prune.min_forward_prob, multi_mix, sink);
+    Ok(pr)
+}
+
+fn max_model_prob(c: &Ctx, b: &Beta, alpha: &[Vec<f64>], q: usize, t: usize, minq: usize) -> f64 {
+    let mut max_p;
+    if q == 1 {
+        max_p = LZERO;
+    } else {
+        let mut nq1 = c.n(q - 1);
+        max_p = match b.get(t, q - 1) {
+            Some(bq1) => alpha[q - 1][nq1] + bq1[nq1],
+            None => LZERO,
+        };
+        let mut qx = q - 1;
+        while qx > minq && c.a(qx, 1, nq1) > LSMALL {
+            let qx1 = qx - 1;
+            nq1 = c.n(qx1);
+            let x = match b.get(t, qx1) {
+                Some(bq1) => alpha[qx1][nq1] + bq1[nq1],
+                None => LZERO,
+            };
+            if x > max_p {
+                max_p = x;
+            }
+            qx -= 1;
+        }
+    }
+    let nq = c.n(q);
+    if let Some(bq) = b.get(t, q) {
+        for i in 1..nq {
+            let x = alpha[q][i] + bq[i];
+            if x > max_p {
+                max_p = x;
+            }
+        }
+    }
+    max_p
+}
+
+fn step_forward(
+    c: &Ctx,
+    b: &Beta,
+    tt: usize,
+    pr: f64,
+    min_fp: f64,
+    multi_mix: bool,
+    sink: &mut dyn FbSink,
+) {
+    let qq = c.s.models.len() - 1;
+    let mut alpha: Vec<Vec<f64>> = (0..=qq)
+        .map(|q| vec![LZERO; if q == 0 { 0 } else { c.n(q) + 1 }])
+        .collect();
+    let mut prev = alpha.clone();
+    // InitAlpha
+    let eq0 = b.qhi[1];
+    let mut a1n = 0.0;
+    for q in 1..=eq0 {
+        let nq = c.n(q);
+        alpha[q][1] = if q == 1 { 0.0 } else { alpha[q - 1][1] + a1n };
+        for j in 2..nq {
+            let a = c.a(q, 1, j);
+            alpha[q][j] = if a > LSMALL {
+                alpha[q][1] + a + c.out(1, q, j)
+            } else {
+                LZERO
+            };
+        }
+        let mut x = LZERO;
+        for i in 2..nq {
+            let a = c.a(q, i, nq);
+            if a > LSMALL {
+                x = ladd(x, alpha[q][i] + a);
+            }
+        }
+        alpha[q][nq] = x;
+        a1n = c.a(q, 1, nq);
+    }
+    let (mut start, mut end) = (1, eq0);
+    let mut occ = Vec::new();
+    for t in 1..=tt {
+        if t > 1 {
+            // StepAlpha
+            let mut sq = b.qlo[t - 1];
+            while pr - max_model_prob(c, b, &alpha, sq, t - 1, sq) > min_fp {
+                sq += 1;
+                if sq > b.qhi[t] {
+                    break;
+                }
+            }
+            if sq < b.qlo[t] {
+                sq = b.qlo[t];
+            }
+            let mut eq = if b.qhi[t - 1] < qq {
+                b.qhi[t - 1] + 1
+            } else {
+                b.qhi[t - 1]
+            };
+            while eq > sq && pr - max_model_prob(c, b, &alpha, eq, t - 1, sq) > min_fp {
+                eq -= 1;
+            }
+            while eq < qq && c.s.min_durs[eq] == 0 {
+                eq += 1;
+            }
+            if eq > b.qhi[t] {
+                eq = b.qhi[t];
+            }
+            std::mem::swap(&mut alpha, &mut prev);
+            for q in 1..sq {
+                alpha[q].iter_mut().for_each(|x| *x = LZERO);
+            }
+            let mut nq = if sq == 1 { 0 } else { c.n(sq - 1) };
+            let mut a1n = 0.0;
+            for q in sq..=eq {
+                let lnq = nq;
+                nq = c.n(q);
+                let mut a1 = if q == 1 { LZERO } else { prev[q - 1][lnq] };
+                if q > 1 && q > sq && a1n > LSMALL {
+                    a1 = ladd(a1, alpha[q - 1][1] + a1n);
+                }
+                alpha[q][1] = a1;
+                for j in 2..nq {
+                    let a = c.a(q, 1, j);
+                    let mut x = if a > LSMALL { a + a1 } else { LZERO };
+                    for i in 2..nq {
+                        let (a, y) = (c.a(q, i, j), prev[q][i]);
+                        if a > LSMALL && y > LSMALL {
+                            x = ladd(x, y + a);
+                        }
+                    }
+                    alpha[q][j] = x + c.out(t, q, j);
+                }
+                let mut x = LZERO;
+                for i in 2..nq {
+                    let (a, y) = (c.a(q, i, nq), alpha[q][i]);
+                    if a > LSMALL && y > LSMALL {
+                        x = ladd(x, y + a);
+                    }
+                }
+                alpha[q][nq] = x;
+                a1n = c.a(q, 1, nq);
+            }
+            for q in eq + 1..=qq {
+                alpha[q].iter_mut().for_each(|x| *x = LZERO);
+            }
+            start = sq;
+            end = eq;
+        }
+        for q in start..=end {
+            let nq = c.n(q);
+            let aqt = &alpha[q];
+            let Some(bqt) = b.get(t, q) else { continue };
+            let bqt1 = if t == tt { None } else { b.get(t + 1, q) };
+            let bq1t = if q == qq { None } else { b.get(t, q + 1) };
+            // SetOcct
+            occ.clear();
+            occ.resize(nq + 1, 0.0);
+            for i in 1..=nq {
+                let mut x = aqt[i] + bqt[i];
+                if i == 1 && c.a(q, 1, nq) > LSMALL {
+                    if let Some(bq1t) = bq1t {
+                        x = ladd(x, aqt[1] + bq1t[1] + c.a(q, 1, nq));
+                    }
+                }
+                x -= pr;
+                occ[i] = if x > MINEARG { x.exp() } else { 0.0 };
+            }
+            sink.state_occ(q, t, &occ);
+            // UpMixParms: per emitting state, the log occupation and the
+            // log of (alpha into j without its output) + beta − pr.
+            for j in 2..nq {
+                let log_occ = aqt[j] + bqt[j] - pr;
+                let mut initx = LZERO;
+                if multi_mix {
+                    initx = c.a(q, 1, j) + aqt[1];
+                    if t > 1 {
+                        for i in 2..nq {
+                            let a = c.a(q, i, j);
+                            if a > LSMALL {
+                                initx = ladd(initx, prev[q][i] + a);
+                            }
+                        }
+                    }
+                    initx += bqt[j] - pr;
+                }
+                sink.mix_occ(q, j, t, log_occ, initx);
+            }
+            // UpTranParms
+            for i in 1..nq {
+                for j in 2..=nq {
+                    let ai = c.a(q, i, j);
+                    let mut add = |x: f64| {
+                        if x > MINEARG {
+                            sink.trans(q, i, j, x.exp());
+                        }
+                    };
+                    if i == 1 && j < nq {
+                        add(aqt[1] + ai + c.out(t, q, j) + bqt[j] - pr);
+                    } else if i > 1 && j < nq {
+                        if let Some(bqt1) = bqt1 {
+                            add(aqt[i] + ai + c.out(t + 1, q, j) + bqt1[j] - pr);
+                        }
+                    } else if i > 1 && j == nq {
+                        add(aqt[i] + ai + bqt[nq] - pr);
+                    }
+                    if i == 1 && j == nq && ai > LSMALL {
+                        if let Some(bq1t) = bq1t {
+                            add(aqt[1] + ai + bq1t[1] - pr);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ladd_is_log_sum_exp_with_htks_cut_off() {
+        let (a, b) = (-3.0f64, -4.5f64);
+        assert!((ladd(a, b) - (a.exp() + b.exp()).ln()).abs() < 1e-12);
+        assert_eq!(ladd(a, b), ladd(b, a));
+        // Terms more than 23.03 below the larger one are dropped...
+        assert_eq!(ladd(-1.0, -25.0), -1.0);
+        // ...and LZERO + LZERO stays below LSMALL (HTK adds log 2 too).
+        assert!(ladd(LZERO, LZERO) < LSMALL);
+        assert_eq!(ladd(LZERO, -5.0), -5.0);
+    }
+
+    #[test]
+    fn beam_taper_follows_minimum_durations() {
+        // Models of 3, 0 (tee) and 3 frames over 8 frames (index 0 unused).
+        let dms = [0, 3, 0, 3];
+        let (mut lo, mut hi) = (vec![0; 10], vec![0; 10]);
+        beam_taper(&dms, 3, 8, &mut lo, &mut hi);
+        // Model 3 cannot be reached before frame 4, model 1 not left before 3.
+        assert_eq!(&hi[1..=8], &[1, 1, 1, 3, 3, 3, 3, 3]);
+        assert_eq!(&lo[1..=8], &[1, 1, 1, 1, 1, 3, 3, 3]);
+    }
+}

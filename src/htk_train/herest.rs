@@ -1,0 +1,691 @@
+//! One HERest pass: read the HMM set, run forward-backward over every
+//! utterance of the script, accumulate, update, write the set back (`-M`).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use amtool_formats::htk::config::Config;
+use amtool_formats::htk::mlf::Mlf;
+use amtool_formats::htk::mmf::{HmmList, HmmSet};
+use amtool_formats::htk::param::ParamFile;
+use amtool_formats::htk::parmkind::{ParmKind, HASCOMPX, HASCRCC};
+use rayon::prelude::*;
+
+use super::accs::{HerestAccs, HtkUpdate};
+use super::fb::{forward_backward, FbFailure, OutProbs, Pruning};
+use super::labels::{base_name, label_file_name, load_labels};
+use super::sentence::{HmmTable, Sentence};
+use super::sink::AccSink;
+use super::update::{htk_round_trip, ml_update, UpdateReport, UpdateSettings};
+use crate::engine::{self, FrameBatch, UseGpu};
+use crate::model::htk::HtkModel;
+use crate::{Error, Result};
+
+/// Everything a HERest command line says.
+#[derive(Debug, Clone)]
+pub struct HerestJob {
+    pub configs: Vec<PathBuf>,
+    pub mlfs: Vec<PathBuf>,
+    pub mmfs: Vec<PathBuf>,
+    pub hmm_list: PathBuf,
+    pub data: Vec<String>,
+    pub out_dir: Option<PathBuf>,
+    pub prune: Pruning,
+    pub flags: HtkUpdate,
+    pub min_var: f32,
+    pub mix_floor: f32,
+    pub min_egs: u64,
+    pub binary: bool,
+    /// `-T`: 1 prints HERest's per-utterance lines.
+    pub trace: u32,
+    /// Where state log-likelihoods come from.
+    pub scorer: Scorer,
+    /// `-L DIR`: label files are looked up as DIR/<base>.<ext> (else next to the data).
+    pub lab_dir: Option<PathBuf>,
+    /// `-X EXT`: label file extension (`lab`).
+    pub lab_ext: String,
+    /// `-s FILE`: HERest's statistics report (examples and state occupancies per HMM).
+    pub stats: Option<PathBuf>,
+    /// `-p N`: N > 0 writes `HER<N>.acc` instead of updating; 0 reads the
+    /// accumulator files given as data and updates.
+    pub par_mode: Option<u32>,
+}
+
+/// Who computes the output probabilities.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scorer {
+    /// HTK's own float arithmetic ([`super::score`]), for HERest's exact numbers.
+    Htk,
+    /// An amtool engine (CPU or CUDA, Kaldi's expanded form).
+    Engine(UseGpu),
+}
+
+/// What a pass produced.
+#[derive(Debug, Clone)]
+pub struct HerestOutcome {
+    pub set: HmmSet,
+    pub accs: HerestAccs,
+    pub report: UpdateReport,
+    pub skipped: Vec<String>,
+    pub written: Vec<PathBuf>,
+    /// False for `-p N` with N > 0 (accumulators written, no update).
+    pub updated: bool,
+}
+
+impl HerestOutcome {
+    pub fn avg_log_prob(&self) -> f64 {
+        self.accs.total_pr / self.accs.total_frames as f64
+    }
+}
+
+/// One utterance scored by the engine.
+struct Scored {
+    datafn: String,
+    labfn: String,
+    labels: Vec<String>,
+    feats: Vec<f32>,
+    frames: usize,
+    state_ll: Vec<f32>,
+    /// Columns of `state_ll`: all model states (engine) or the sentence's.
+    stride: usize,
+    col: Vec<u32>,
+    comp_ll: HashMap<usize, Vec<f32>>,
+}
+
+fn load_config(paths: &[PathBuf]) -> Result<Config> {
+    let mut c = Config::default();
+    for p in paths {
+        c.extend(Config::load(p)?);
+    }
+    Ok(c)
+}
+
+/// Run one HERest pass (accumulate over `job.data`, update, save into `out_dir`).
+pub fn run(job: &HerestJob) -> Result<HerestOutcome> {
+    let config = load_config(&job.configs)?;
+    if let Some(d) = &job.out_dir {
+        if !d.is_dir() {
+            return Err(Error::Mismatch(format!(
+                "-M {}: output directory does not exist",
+                d.display()
+            )));
+        }
+    }
+    let set = HmmSet::load(&job.mmfs)?;
+    let list = HmmList::load(&job.hmm_list)?;
+    let set_name = job
+        .mmfs
+        .last()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    // HERest scores with the <GCONST>s as read from the file (7 digits), so
+    // the scorer does too; `scoring` is the set as loaded.
+    let scoring = set.clone();
+    let model = HtkModel::from_hmm_set(&scoring, &set_name)?;
+    let log_wt = super::score::log_weights(&scoring);
+    // For an engine: the model and features moved by the average of the
+    // means (log-likelihoods do not change), so that the engines' expanded
+    // form x·Σ⁻¹μ − ½xᵀΣ⁻¹x does not cancel large terms (HTK features are
+    // not mean-normalised: c0 is near 70), and HERest's log weights.
+    let offset: Vec<f32> = {
+        let mut o = vec![0f64; set.options.vec_size];
+        for m in &set.means {
+            for (a, b) in o.iter_mut().zip(m) {
+                *a += *b as f64 / set.means.len() as f64;
+            }
+        }
+        o.into_iter().map(|x| x as f32).collect()
+    };
+    let engine_model = if matches!(job.scorer, Scorer::Engine(_)) {
+        let mut shifted = scoring.clone();
+        for m in &mut shifted.means {
+            for (a, b) in m.iter_mut().zip(&offset) {
+                *a -= b;
+            }
+        }
+        let mut em = HtkModel::from_hmm_set(&shifted, &set_name)?;
+        for (ms, g) in em.model.states.iter_mut().enumerate() {
+            let s = em.set_state[ms];
+            for (c, &mi) in em.mixture_of[ms].iter().enumerate() {
+                let w = scoring.states[s].streams[0].mixtures[mi].weight;
+                g.gconsts[c] += (log_wt[s][mi] as f64 - (w as f64).ln()) as f32;
+            }
+        }
+        Some(em.model)
+    } else {
+        None
+    };
+    let table = HmmTable::new(&set, &list, &model)?;
+    if job.trace & 1 != 0 {
+        print!("{}", header(job, &set, list.entries.len()));
+    }
+    let mut mlfs = Vec::new();
+    for m in &job.mlfs {
+        mlfs.push((m.display().to_string(), Mlf::load(m)?));
+    }
+    let target = match config.get("HPARM", "TARGETKIND") {
+        Some(k) => Some(
+            k.parse::<ParmKind>()
+                .map_err(|e| Error::Mismatch(format!("config TARGETKIND = {k}: {e}")))?,
+        ),
+        None => None,
+    };
+    let want = target.or(set.options.parm_kind);
+    let multi_mix = set.states.iter().any(|s| s.streams[0].num_mixes > 1);
+    let map_tau = match config.get_f64("HMAP", "MAPTAU") {
+        Some(Ok(v)) => v,
+        Some(Err(e)) => return Err(Error::Mismatch(format!("config: {e}"))),
+        None => 20.0,
+    };
+    if job.flags.map && job.flags.trans {
+        return Err(Error::Mismatch(
+            "HERest -u p with t: MAP has no transition update (HMap)".into(),
+        ));
+    }
+    if job.flags.map
+        && set
+            .pdfs
+            .iter()
+            .any(|p| !matches!(p.cov, amtool_formats::htk::mmf::Covariance::Diag(_)))
+    {
+        return Err(Error::Mismatch(format!(
+            "{set_name}: MAP estimation of full covariance matrices is not supported (as in HTK)"
+        )));
+    }
+    let binary_acc = match config.get_bool("HTRAIN", "BINARYACCFORMAT") {
+        Some(Ok(b)) => b,
+        Some(Err(e)) => return Err(Error::Mismatch(format!("config: {e}"))),
+        None => true,
+    };
+    if job.par_mode == Some(0) {
+        let mut accs = HerestAccs::zeros(&set);
+        let mut total_pr = 0f64;
+        for f in &job.data {
+            let bytes = std::fs::read(f).map_err(|e| Error::Io {
+                path: f.clone(),
+                source: e,
+            })?;
+            let (pr, t) =
+                super::accfile::read_into(&set, &mut accs, job.flags, &bytes, binary_acc, f)?;
+            total_pr += pr as f32 as f64;
+            accs.total_frames += t;
+        }
+        accs.total_pr = total_pr;
+        return finish(job, set, accs, Vec::new(), map_tau, false);
+    }
+    let eng = match job.scorer {
+        Scorer::Engine(g) => Some(engine::select(g, 0)?),
+        Scorer::Htk => None,
+    };
+    let mut lm = match (&eng, &engine_model) {
+        (Some(e), Some(m)) => Some(e.load(m)?),
+        _ => None,
+    };
+    let inv_var = super::score::inverse_variances(&scoring);
+    let dim = model.model.dim;
+    let mut accs = HerestAccs::zeros(&set);
+    let mut skipped = Vec::new();
+    let mut engine_accs = engine_model.as_ref().map(|m| {
+        let f = job.flags;
+        crate::stats::ModelAccumulators::zeros(
+            m,
+            crate::stats::accumulators::UpdateFlags {
+                means: f.means || f.vars,
+                variances: f.vars,
+                weights: f.weights,
+                transitions: false,
+            },
+        )
+    });
+    const BATCH: usize = 32;
+    const CHUNK: usize = 4;
+    for batch in job.data.chunks(BATCH) {
+        let mut scored = Vec::with_capacity(batch.len());
+        for datafn in batch {
+            let labfn = label_file_name(datafn, job.lab_dir.as_deref(), &job.lab_ext);
+            let labels = load_labels(&mlfs, &labfn)?;
+            let pf = ParamFile::open(datafn)?;
+            let strip = |k: ParmKind| k.without(HASCOMPX | HASCRCC);
+            if let Some(w) = want {
+                if strip(pf.kind) != strip(w) {
+                    return Err(Error::Mismatch(format!(
+                        "{datafn}: parameter kind {} differs from the HMM set's {} \
+                         (feature conversion is not supported: code the features with HCopy)",
+                        pf.kind, w
+                    )));
+                }
+            }
+            if pf.ncols != dim {
+                return Err(Error::Mismatch(format!(
+                    "{datafn}: vector size {} is incompatible with the HMM set's {dim}",
+                    pf.ncols
+                )));
+            }
+            let feats = pf.to_f32();
+            let frames = pf.n_frames();
+            let mut state_ll = Vec::new();
+            let comp_ll = HashMap::new();
+            if let Some(lm) = lm.as_mut() {
+                let moved: Vec<f32> = feats
+                    .chunks(dim)
+                    .flat_map(|x| x.iter().zip(&offset).map(|(a, b)| a - b))
+                    .collect();
+                let batchf = FrameBatch::new(&moved, dim);
+                state_ll = vec![0f32; frames * model.model.num_states()];
+                lm.state_loglikes(batchf, &mut state_ll)?;
+                // (The engine's accumulate splits state occupancies into
+                // components itself: no component log-likelihoods needed.)
+            }
+            scored.push(Scored {
+                datafn: datafn.clone(),
+                labfn,
+                labels,
+                feats,
+                frames,
+                state_ll,
+                stride: model.model.num_states(),
+                col: (0..model.model.num_states() as u32).collect(),
+                comp_ll,
+            });
+        }
+        let lm_none = lm.is_none();
+        // Utterances in fixed chunks, each chunk summed in order into its own
+        // accumulators and the chunks added in order: the result does not
+        // depend on the number of threads.
+        type UttOut = (
+            std::result::Result<f64, FbFailure>,
+            Vec<f64>,
+            Vec<(u32, u32, f32)>,
+        );
+        type ChunkOut = (HerestAccs, Vec<UttOut>);
+        let results: Vec<Result<ChunkOut>> = scored
+            .par_chunks_mut(CHUNK)
+            .map(|chunk| {
+                let mut acc = HerestAccs::zeros(&set);
+                let mut rs = Vec::with_capacity(chunk.len());
+                for u in chunk.iter_mut() {
+                    let sent = Sentence::new(&table, &u.labels, &u.labfn)?;
+                    if lm_none {
+                        let states = sentence_states(&sent);
+                        u.col = vec![u32::MAX; model.model.num_states()];
+                        for (k, &ms) in states.iter().enumerate() {
+                            u.col[ms] = k as u32;
+                        }
+                        u.stride = states.len();
+                        u.state_ll = vec![0f32; u.frames * states.len()];
+                        super::score::score(
+                            &scoring,
+                            &model,
+                            &inv_var,
+                            &log_wt,
+                            &u.feats,
+                            dim,
+                            &states,
+                            &mut u.state_ll,
+                            &mut u.comp_ll,
+                        );
+                    }
+                    let op = OutProbs {
+                        state_ll: &u.state_ll,
+                        stride: u.stride,
+                        col: &u.col,
+                    };
+                    let mut sink = AccSink {
+                        set: &set,
+                        model: &model,
+                        sent: &sent,
+                        u: job.flags,
+                        min_fp: job.prune.min_forward_prob,
+                        feats: &u.feats,
+                        dim,
+                        comp_ll: &u.comp_ll,
+                        acc: &mut acc,
+                        retries: Vec::new(),
+                        occupancies: (!lm_none).then(Vec::new),
+                    };
+                    // Statistics reach the sink only once the beta pass has
+                    // succeeded, so a skipped utterance adds nothing.
+                    let r = forward_backward(
+                        &sent,
+                        &op,
+                        u.frames,
+                        &job.prune,
+                        multi_mix && lm_none,
+                        &mut sink,
+                    );
+                    let retries = sink.retries;
+                    let occs = sink.occupancies.unwrap_or_default();
+                    if r.is_ok() {
+                        for m in &sent.models[1..] {
+                            acc.num_egs[m.hmm] += 1;
+                        }
+                    }
+                    rs.push((r, retries, occs));
+                    u.state_ll = Vec::new();
+                    u.comp_ll = HashMap::new();
+                    if lm_none {
+                        u.feats = Vec::new();
+                    }
+                }
+                Ok((acc, rs))
+            })
+            .collect();
+        let mut per_utt = Vec::with_capacity(scored.len());
+        for res in results {
+            let (acc, rs) = res?;
+            accs.add(&acc);
+            per_utt.extend(rs);
+        }
+        // An engine gathers the mixture statistics from the state occupancies.
+        if let (Some(lm), Some(macc)) = (lm.as_mut(), engine_accs.as_mut()) {
+            for (u, (r, _, occs)) in scored.iter().zip(&per_utt) {
+                if r.is_err() {
+                    continue;
+                }
+                let moved: Vec<f32> = u
+                    .feats
+                    .chunks(dim)
+                    .flat_map(|x| x.iter().zip(&offset).map(|(a, b)| a - b))
+                    .collect();
+                let mut offsets = vec![0usize; u.frames + 1];
+                let mut pairs = Vec::with_capacity(occs.len());
+                for &(t, ms, g) in occs {
+                    offsets[t as usize + 1] += 1;
+                    pairs.push((ms, g));
+                }
+                for t in 0..u.frames {
+                    offsets[t + 1] += offsets[t];
+                }
+                let targets = crate::engine::FrameTargets::Weighted {
+                    offsets: &offsets,
+                    pairs: &pairs,
+                };
+                lm.accumulate(FrameBatch::new(&moved, dim), targets, macc)?;
+            }
+        }
+        for (u, (r, retries, _)) in scored.iter().zip(per_utt) {
+            if job.trace & 1 != 0 {
+                println!(
+                    " Processing Data: {}; Label {}",
+                    base_name(&u.datafn),
+                    base_name(&u.labfn)
+                );
+                for b in &retries {
+                    println!("Retrying Beta pass at {b:5.1}");
+                }
+            }
+            match r {
+                Ok(pr) => {
+                    if job.trace & 1 != 0 {
+                        println!(
+                            " Utterance prob per frame = {}",
+                            amtool_formats::htk::cfmt::fmt_e(pr / u.frames as f64)
+                        );
+                    }
+                    accs.total_pr += pr;
+                    accs.total_frames += u.frames as u64;
+                }
+                Err(f) => {
+                    if job.trace & 1 != 0 {
+                        match f {
+                            FbFailure::TooShort { states, frames } => {
+                                println!(" Unable to traverse {states} states in {frames} frames")
+                            }
+                            FbFailure::Pruned => println!(" No path found in beta pass"),
+                        }
+                    }
+                    eprintln!(
+                        "WARNING [-7324]  StepBack: File {} - bad data or over pruning",
+                        u.datafn
+                    );
+                    skipped.push(u.datafn.clone());
+                }
+            }
+        }
+    }
+    if let Some(macc) = &engine_accs {
+        add_engine_stats(&set, &model, &offset, macc, job.flags, &mut accs);
+    }
+    if let Some(n) = job.par_mode {
+        let dir = job.out_dir.clone().unwrap_or_else(|| PathBuf::from("."));
+        let path = dir.join(format!("HER{n}.acc"));
+        let bytes = super::accfile::write(&set, &accs, job.flags, binary_acc);
+        crate::train::io::write_output(&path.display().to_string(), &bytes)?;
+        return Ok(HerestOutcome {
+            set,
+            accs,
+            report: UpdateReport::default(),
+            skipped,
+            written: vec![path],
+            updated: false,
+        });
+    }
+    finish(job, set, accs, skipped, map_tau, true)
+}
+
+/// Update and save (`round_trip`: the set went through HERest's
+/// ConvDiagC/ConvLogWt, i.e. not `-p 0`).
+fn finish(
+    job: &HerestJob,
+    mut set: HmmSet,
+    accs: HerestAccs,
+    skipped: Vec<String>,
+    map_tau: f64,
+    round_trip: bool,
+) -> Result<HerestOutcome> {
+    if let Some(path) = &job.stats {
+        crate::train::io::write_output(
+            &path.display().to_string(),
+            stat_report(&set, &accs).as_bytes(),
+        )?;
+    }
+    if round_trip {
+        htk_round_trip(&mut set);
+    }
+    let st = UpdateSettings {
+        flags: job.flags,
+        min_egs: job.min_egs,
+        min_var: job.min_var,
+        mix_floor: job.mix_floor,
+        map_tau,
+    };
+    let report = if job.flags.map {
+        super::update::map_update(&mut set, &accs, &st)
+    } else {
+        ml_update(&mut set, &accs, &st)
+    };
+    set.normalise_transitions_like_htk();
+    let written = match &job.out_dir {
+        Some(d) => set.save_to_dir(d, job.binary)?,
+        None => set.save_to_dir(".", job.binary)?,
+    };
+    Ok(HerestOutcome {
+        set,
+        accs,
+        report,
+        skipped,
+        written,
+        updated: true,
+    })
+}
+
+/// The distinct model states of a sentence, in order of first use.
+fn sentence_states(sent: &Sentence) -> Vec<usize> {
+    let mut seen = std::collections::HashSet::new();
+    let mut v = Vec::new();
+    for m in &sent.models[1..] {
+        for j in 2..m.n {
+            if seen.insert(m.states[j]) {
+                v.push(m.states[j]);
+            }
+        }
+    }
+    v
+}
+
+/// HERest's `-s` report (`StatReport`): per HMM in scan order its number,
+/// quoted name, number of examples and the occupancy of each emitting state.
+pub fn stat_report(set: &HmmSet, accs: &HerestAccs) -> String {
+    let mut out = String::new();
+    for (px, (h, name)) in super::update::scan_order(set).into_iter().enumerate() {
+        out.push_str(&format!(
+            "{:4} {:>14} {:4} ",
+            px + 1,
+            amtool_formats::htk::mmf::quote(&name),
+            accs.num_egs[h]
+        ));
+        for &s in &set.hmms[h].states {
+            out.push_str(&format!(" {:10.6}", accs.weight[s].occ));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The lines HERest -T 1 prints before the first utterance.
+fn header(job: &HerestJob, set: &HmmSet, logical: usize) -> String {
+    let u = job.flags;
+    let max_m = set
+        .states
+        .iter()
+        .map(|s| s.streams[0].num_mixes)
+        .max()
+        .unwrap_or(1);
+    let mut s = format!("HERest  {} Updating: ", if u.map { "MAP" } else { "ML" });
+    for (on, name) in [
+        (u.trans, "Transitions "),
+        (u.means, "Means "),
+        (u.vars, "Variances "),
+        (u.weights && max_m > 1, "MixWeights "),
+    ] {
+        if on {
+            s.push_str(name);
+        }
+    }
+    s.push_str("\n\n ");
+    if let Some(n) = job.par_mode {
+        s.push_str(&format!("Parallel-Mode[{n}] "));
+    }
+    s.push_str(&format!(
+        "System is {}\n",
+        if is_shared(set) { "SHARED" } else { "PLAIN" }
+    ));
+    let physical = set.macros.iter().filter(|m| m.kind == b'h').count();
+    s.push_str(&format!(
+        "{logical} Logical/{physical} Physical Models Loaded, VecSize={}\n",
+        set.options.vec_size
+    ));
+    s.push_str(&format!("{} MMF input files\n", set.files.len()));
+    let p = &job.prune;
+    if p.init < super::fb::NOPRUNE {
+        if p.inc != 0.0 {
+            s.push_str(&format!(
+                "Pruning-On[{:.1} {:.1} {:.1}]\n",
+                p.init, p.inc, p.limit
+            ));
+        } else {
+            s.push_str(&format!("Pruning-On[{:.1}]\n", p.init));
+        }
+    } else {
+        s.push_str("Pruning-Off\n");
+    }
+    s
+}
+
+/// HModel's SHAREDHS: some HMM uses a macro other than `~h`/`~o`.
+fn is_shared(set: &HmmSet) -> bool {
+    use amtool_formats::htk::mmf::Covariance;
+    let used = |kind: u8, target: usize| -> bool {
+        match kind {
+            b's' => set.hmms.iter().any(|h| h.states.contains(&target)),
+            b't' => set.hmms.iter().any(|h| h.transp == target),
+            b'm' => set.states.iter().any(|s| {
+                s.streams
+                    .iter()
+                    .any(|st| st.mixtures.iter().any(|m| m.pdf == target))
+            }),
+            b'u' => set.pdfs.iter().any(|p| p.mean == target),
+            b'v' => set.pdfs.iter().any(|p| p.cov == Covariance::Diag(target)),
+            b'i' | b'c' => set.pdfs.iter().any(|p| {
+                p.cov == Covariance::InvCovar(target) || p.cov == Covariance::LltCovar(target)
+            }),
+            b'x' => set.pdfs.iter().any(|p| p.cov == Covariance::Xform(target)),
+            b'w' => set.states.iter().any(|s| s.sweights == Some(target)),
+            b'd' => set.states.iter().any(|s| s.dur == Some(target)),
+            _ => false,
+        }
+    };
+    set.macros.iter().any(|m| used(m.kind, m.target))
+}
+
+/// Turn an engine's statistics (per model state and component: occupancy,
+/// Σγx′, Σγx′² or Σγx′x′ᵀ on features moved by `offset`) into HERest's
+/// accumulators, centred on each Gaussian's current (moved) mean and added
+/// to the shared objects they belong to.
+fn add_engine_stats(
+    set: &HmmSet,
+    model: &HtkModel,
+    offset: &[f32],
+    macc: &crate::stats::ModelAccumulators,
+    u: HtkUpdate,
+    accs: &mut HerestAccs,
+) {
+    use amtool_formats::htk::mmf::Covariance;
+    let dim = macc.dim;
+    let vlen = match macc.kind {
+        crate::model::CovKind::Diagonal => dim,
+        crate::model::CovKind::Full => dim * (dim + 1) / 2,
+    };
+    for (ms, sa) in macc.states.iter().enumerate() {
+        let s = model.set_state[ms];
+        for (c, &mi) in model.mixture_of[ms].iter().enumerate() {
+            let n = sa.occupancy[c];
+            let pdf = &set.pdfs[set.states[s].streams[0].mixtures[mi].pdf];
+            let mu: Vec<f64> = set.means[pdf.mean]
+                .iter()
+                .zip(offset)
+                .map(|(m, o)| (*m - *o) as f64)
+                .collect();
+            if u.weights {
+                accs.weight[s].c[mi] += n;
+            }
+            accs.weight[s].occ += n;
+            if sa.mean_acc.is_empty() {
+                continue;
+            }
+            let s1 = &sa.mean_acc[c * dim..(c + 1) * dim];
+            if u.means {
+                let ma = &mut accs.mean[pdf.mean];
+                ma.occ += n;
+                for k in 0..dim {
+                    ma.sum[k] += s1[k] - mu[k] * n;
+                }
+            }
+            if u.vars && !sa.var_acc.is_empty() {
+                let s2 = &sa.var_acc[c * vlen..(c + 1) * vlen];
+                match pdf.cov {
+                    Covariance::Diag(v) => {
+                        let va = &mut accs.var[v];
+                        va.occ += n;
+                        for k in 0..dim {
+                            va.sum[k] += s2[k] - 2.0 * mu[k] * s1[k] + mu[k] * mu[k] * n;
+                        }
+                    }
+                    Covariance::InvCovar(cv) => {
+                        let va = &mut accs.covar[cv];
+                        va.occ += n;
+                        let mut idx = 0;
+                        for i in 0..dim {
+                            for j in 0..=i {
+                                va.sum[idx] +=
+                                    s2[idx] - mu[i] * s1[j] - mu[j] * s1[i] + mu[i] * mu[j] * n;
+                                idx += 1;
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,474 @@
+//! HERest's ML update (`MLUpdateModels`): HMMs are visited in HTK's scan
+//! order (macro hash order); an HMM seen in fewer than `-m` utterances is
+//! copied; otherwise its transitions, mixture weights, variances and means are
+//! re-estimated from the accumulators attached to the shared objects, each
+//! object once (the first HMM that reaches it updates it), variances floored
+//! by `varFloorN` (or `-v`), weights below `MINMIX` zeroed and floored by `-w`,
+//! and the `<GCONST>`s of updated HMMs recomputed.
+
+use amtool_formats::htk::mmf::{htk_hash, Covariance, HmmSet, TriMat, MINMIX};
+
+use super::accs::{HerestAccs, HtkUpdate};
+
+/// Update settings beyond the flags.
+#[derive(Debug, Clone)]
+pub struct UpdateSettings {
+    pub flags: HtkUpdate,
+    /// `-m`.
+    pub min_egs: u64,
+    /// `-v` (used when the set has no `varFloor1` macro).
+    pub min_var: f32,
+    /// `-w` × MINMIX.
+    pub mix_floor: f32,
+    /// `MAPTAU` (HMap) for `-u p`.
+    pub map_tau: f64,
+}
+
+/// What the update did, for HERest's summary lines.
+#[derive(Debug, Clone, Default)]
+pub struct UpdateReport {
+    pub floored_elements: usize,
+    pub floored_mixes: usize,
+    pub warnings: Vec<String>,
+}
+
+/// Physical HMMs (indices into `set.hmms`, with names) in HTK's scan order:
+/// by macro hash bucket, the last defined first within a bucket.
+pub fn scan_order(set: &HmmSet) -> Vec<(usize, String)> {
+    let mut v: Vec<(u32, usize, usize, String)> = set
+        .macros
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m.kind == b'h')
+        .map(|(k, m)| (htk_hash(&m.name), k, m.target, m.name.clone()))
+        .collect();
+    v.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+    v.into_iter().map(|(_, _, h, n)| (h, n)).collect()
+}
+
+/// The variance floor vector of stream 1: the `varFloor1` macro, else `-v`.
+pub fn variance_floor(set: &HmmSet, min_var: f32) -> Vec<f32> {
+    match set.find_macro(b'v', "varFloor1") {
+        Some(m) => set.variances[m.target].clone(),
+        None => vec![min_var; set.options.vec_size],
+    }
+}
+
+/// Apply the accumulators to `set` with HERest's rules.
+pub fn ml_update(set: &mut HmmSet, accs: &HerestAccs, st: &UpdateSettings) -> UpdateReport {
+    let mut rep = UpdateReport::default();
+    let u = st.flags;
+    let vfloor = variance_floor(set, st.min_var);
+    let max_m = set
+        .states
+        .iter()
+        .map(|s| s.streams[0].num_mixes)
+        .max()
+        .unwrap_or(1);
+    // GetUse(cov.var): how many Gaussians reference each variance/covariance.
+    let mut var_use = vec![0usize; set.variances.len()];
+    let mut cov_use = vec![0usize; set.covars.len()];
+    for p in &set.pdfs {
+        match p.cov {
+            Covariance::Diag(v) => var_use[v] += 1,
+            Covariance::InvCovar(c) => cov_use[c] += 1,
+            _ => {}
+        }
+    }
+    let mut done_trans = vec![false; set.transps.len()];
+    let mut done_wt = vec![false; set.states.len()];
+    let mut done_mean = vec![false; set.means.len()];
+    let mut done_var = vec![false; set.variances.len()];
+    let mut done_cov = vec![false; set.covars.len()];
+    for (px, (h, name)) in scan_order(set).into_iter().enumerate() {
+        let n = accs.num_egs[h];
+        if n < st.min_egs {
+            rep.warnings.push(format!(
+                "WARNING [-2331]  UpdateModels: {name}[{}] copied: only {n} egs",
+                px + 1
+            ));
+        }
+        if !(n >= st.min_egs && n > 0) {
+            continue;
+        }
+        let hmm = set.hmms[h].clone();
+        if u.trans && !done_trans[hmm.transp] {
+            done_trans[hmm.transp] = true;
+            let ta = &accs.trans[hmm.transp];
+            let nn = hmm.num_states;
+            let tp = &mut set.transps[hmm.transp];
+            for i in 1..nn {
+                let occi = ta.occ[i] as f32;
+                if occi > 0.0 {
+                    for j in 2..=nn {
+                        let x = ta.tran[i * (nn + 1) + j] as f32 / occi;
+                        tp.probs[(i - 1) * nn + (j - 1)] =
+                            if (x as f64) > 2.45e-308 { x } else { 0.0 };
+                    }
+                } else {
+                    rep.warnings.push(format!(
+                        "WARNING [-2326]  UpdateTrans: Model {}[{name}]: no transitions out of state {i}",
+                        px + 1
+                    ));
+                }
+            }
+        }
+        for (si, &s) in hmm.states.iter().enumerate() {
+            if max_m > 1 && u.weights && !done_wt[s] {
+                done_wt[s] = true;
+                let wa = &accs.weight[s];
+                let occi = wa.occ as f32;
+                if occi > 0.0 {
+                    let mix = &mut set.states[s].streams[0].mixtures;
+                    for (m, me) in mix.iter_mut().enumerate() {
+                        let mut x = wa.c[m] as f32 / occi;
+                        if x > 1.0 {
+                            x = 1.0;
+                        }
+                        me.weight = if x > MINMIX { x } else { 0.0 };
+                    }
+                    if st.mix_floor > 0.0 {
+                        floor_mixes(
+                            mix.iter_mut().map(|m| &mut m.weight).collect(),
+                            st.mix_floor,
+                        );
+                    }
+                } else {
+                    rep.warnings.push(format!(
+                        "WARNING [-2330]  UpdateWeights: Model {}[{name}]: no use of mixtures in {}.1",
+                        px + 1,
+                        si + 2
+                    ));
+                }
+            }
+        }
+        for (si, &s) in hmm.states.iter().enumerate() {
+            let mixes = set.states[s].streams[0].mixtures.clone();
+            // UpdateVars, then UpdateMeans (the variance needs the mean shift).
+            if u.vars {
+                for (m, me) in mixes.iter().enumerate() {
+                    if me.weight <= MINMIX {
+                        continue;
+                    }
+                    let pdf = set.pdfs[me.pdf].clone();
+                    let ma = (!done_mean[pdf.mean]).then(|| &accs.mean[pdf.mean]);
+                    let shift = |k: usize, shared: bool| -> f32 {
+                        match ma {
+                            Some(ma) if !shared => (ma.sum[k] as f32) / (ma.occ as f32),
+                            _ => 0.0,
+                        }
+                    };
+                    match pdf.cov {
+                        Covariance::Diag(v) if !done_var[v] => {
+                            done_var[v] = true;
+                            let va = &accs.var[v];
+                            let occ = va.occ as f32;
+                            if occ > 0.0 {
+                                let shared =
+                                    var_use[v] > 1 || ma.map_or(true, |a| a.occ <= 0.0) || !u.means;
+                                let mut floored = false;
+                                for k in 0..va.sum.len() {
+                                    let d = shift(k, shared);
+                                    let mut x = va.sum[k] as f32 / occ - d * d;
+                                    if x < vfloor[k] {
+                                        x = vfloor[k];
+                                        rep.floored_elements += 1;
+                                        floored = true;
+                                    }
+                                    set.variances[v][k] = x;
+                                }
+                                rep.floored_mixes += floored as usize;
+                            } else {
+                                rep.warnings.push(format!(
+                                    "WARNING [-2330]  UpdateVars: Model {}[{name}]: no use of variance {}.1.{}",
+                                    px + 1,
+                                    si + 2,
+                                    m + 1
+                                ));
+                            }
+                        }
+                        Covariance::InvCovar(c) if !done_cov[c] => {
+                            done_cov[c] = true;
+                            let va = &accs.covar[c];
+                            let occ = va.occ as f32;
+                            if occ > 0.0 {
+                                let shared =
+                                    cov_use[c] > 1 || ma.map_or(true, |a| a.occ <= 0.0) || !u.means;
+                                let dim = set.means[pdf.mean].len();
+                                let mut cov = vec![0f64; dim * (dim + 1) / 2];
+                                let mut floored = false;
+                                let mut idx = 0;
+                                for k in 0..dim {
+                                    let dk = shift(k, shared);
+                                    for l in 0..=k {
+                                        let dl = shift(l, shared);
+                                        let mut x = va.sum[idx] as f32 / occ - dk * dl;
+                                        if k == l && x < vfloor[k] {
+                                            x = vfloor[k];
+                                            rep.floored_elements += 1;
+                                            floored = true;
+                                        }
+                                        cov[idx] = x as f64;
+                                        idx += 1;
+                                    }
+                                }
+                                rep.floored_mixes += floored as usize;
+                                if let Some(inv) = crate::stats::linalg::sp_invert(&cov, dim) {
+                                    let mut upper = Vec::with_capacity(inv.len());
+                                    for i in 0..dim {
+                                        for j in i..dim {
+                                            upper.push(inv[j * (j + 1) / 2 + i] as f32);
+                                        }
+                                    }
+                                    set.covars[c] = TriMat { n: dim, upper };
+                                } else {
+                                    rep.warnings.push(format!(
+                                        "WARNING  UpdateVars: Model {}[{name}]: covariance {}.1.{} not positive definite; kept",
+                                        px + 1,
+                                        si + 2,
+                                        m + 1
+                                    ));
+                                }
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        for (si, &s) in hmm.states.iter().enumerate() {
+            let mixes = set.states[s].streams[0].mixtures.clone();
+            if u.means {
+                for (m, me) in mixes.iter().enumerate() {
+                    let mean = set.pdfs[me.pdf].mean;
+                    if me.weight <= MINMIX || done_mean[mean] {
+                        continue;
+                    }
+                    done_mean[mean] = true;
+                    let ma = &accs.mean[mean];
+                    let occ = ma.occ as f32;
+                    if occ > 0.0 {
+                        for k in 0..ma.sum.len() {
+                            set.means[mean][k] += ma.sum[k] as f32 / occ;
+                        }
+                    } else {
+                        rep.warnings.push(format!(
+                            "WARNING [-2330]  UpdateMeans: Model {}[{name}]: no use of mean {}.1.{}",
+                            px + 1,
+                            si + 2,
+                            m + 1
+                        ));
+                    }
+                }
+            }
+        }
+        if u.means || u.vars {
+            for &s in &hmm.states {
+                for me in set.states[s].streams[0].mixtures.clone() {
+                    if let Some(g) = set.compute_gconst(me.pdf) {
+                        set.pdfs[me.pdf].gconst = Some(g);
+                    }
+                }
+            }
+        }
+    }
+    rep
+}
+
+/// HERest's FloorMixes.
+fn floor_mixes(mut w: Vec<&mut f32>, floor: f32) {
+    let (mut sum, mut fsum) = (0f32, 0f32);
+    for x in w.iter_mut() {
+        if **x > floor {
+            sum += **x;
+        } else {
+            fsum += floor;
+            **x = floor;
+        }
+    }
+    if fsum == 0.0 || sum == 0.0 || fsum > 1.0 {
+        return;
+    }
+    let scale = (1.0 - fsum) / sum;
+    for x in w.iter_mut() {
+        if **x > floor {
+            **x *= scale;
+        }
+    }
+}
+
+/// What loading a set for re-estimation and saving it again does to the
+/// parameters HERest leaves alone (single pass, not `-p 0`): variances pass
+/// through their inverse and weights through their log, in float.
+pub fn htk_round_trip(set: &mut HmmSet) {
+    let mut seen = vec![false; set.variances.len()];
+    for p in &set.pdfs {
+        if let Covariance::Diag(v) = p.cov {
+            seen[v] = true;
+        }
+    }
+    for (v, s) in set.variances.iter_mut().zip(seen) {
+        if s {
+            v.iter_mut().for_each(|x| *x = 1.0 / (1.0 / *x));
+        }
+    }
+    // ConvLogWt/ConvExpWt visit a shared Gaussian's first use only (see
+    // `score::log_weights`): later uses keep their weight untouched.
+    let mut state_seen = vec![false; set.states.len()];
+    let mut pdf_seen = vec![false; set.pdfs.len()];
+    for (h, _) in scan_order(set) {
+        for s in set.hmms[h].states.clone() {
+            if std::mem::replace(&mut state_seen[s], true) {
+                continue;
+            }
+            for m in &mut set.states[s].streams[0].mixtures {
+                if std::mem::replace(&mut pdf_seen[m.pdf], true) {
+                    continue;
+                }
+                let l = if m.weight < MINMIX {
+                    -1.0e10f32
+                } else {
+                    (m.weight as f64).ln() as f32
+                };
+                m.weight = if l < -0.5e10 {
+                    0.0
+                } else {
+                    (l as f64).exp() as f32
+                };
+            }
+        }
+    }
+}
+
+/// HMap.c's MAP update (`HERest -u p...`, `MAPTAU`): weights
+/// (wτD − 1)₊ + counts renormalised, variances and means interpolated
+/// between the prior (the current model) and the statistics; transitions are
+/// not supported by HMap. HMAP's own `MINEGS` (0) applies, not `-m`.
+pub fn map_update(set: &mut HmmSet, accs: &HerestAccs, st: &UpdateSettings) -> UpdateReport {
+    let mut rep = UpdateReport::default();
+    let u = st.flags;
+    let tau = st.map_tau as f32;
+    let vfloor = variance_floor(set, 0.0);
+    let max_m = set
+        .states
+        .iter()
+        .map(|s| s.streams[0].num_mixes)
+        .max()
+        .unwrap_or(1);
+    let vsize = set.options.vec_size as f32;
+    let mut var_use = vec![0usize; set.variances.len()];
+    for p in &set.pdfs {
+        if let Covariance::Diag(v) = p.cov {
+            var_use[v] += 1;
+        }
+    }
+    let mut done_wt = vec![false; set.states.len()];
+    let mut done_mean = vec![false; set.means.len()];
+    let mut done_var = vec![false; set.variances.len()];
+    for (h, _name) in scan_order(set) {
+        let n = accs.num_egs[h];
+        if n == 0 {
+            continue;
+        }
+        let hmm = set.hmms[h].clone();
+        if max_m > 1 && u.weights {
+            for &s in &hmm.states {
+                if std::mem::replace(&mut done_wt[s], true) {
+                    continue;
+                }
+                let wa = &accs.weight[s];
+                let occi = wa.occ as f32;
+                if occi <= 0.0 {
+                    continue;
+                }
+                let mix = &mut set.states[s].streams[0].mixtures;
+                let prior = |w: f32| (w * vsize * tau - 1.0).max(0.0);
+                let denom: f32 = mix.iter().map(|m| prior(m.weight)).sum();
+                for (k, me) in mix.iter_mut().enumerate() {
+                    let x = (prior(me.weight) + wa.c[k] as f32) / (denom + occi);
+                    me.weight = x.min(1.0);
+                }
+                if st.mix_floor > 0.0 {
+                    floor_mixes(
+                        mix.iter_mut().map(|m| &mut m.weight).collect(),
+                        st.mix_floor,
+                    );
+                }
+                let sum: f32 = mix.iter().map(|m| m.weight).sum();
+                mix.iter_mut().for_each(|m| m.weight /= sum);
+            }
+        }
+        if u.vars {
+            for &s in &hmm.states {
+                for me in set.states[s].streams[0].mixtures.clone() {
+                    if me.weight <= MINMIX {
+                        continue;
+                    }
+                    let pdf = set.pdfs[me.pdf].clone();
+                    let Covariance::Diag(v) = pdf.cov else {
+                        continue;
+                    };
+                    if std::mem::replace(&mut done_var[v], true) {
+                        continue;
+                    }
+                    let va = &accs.var[v];
+                    let occ = va.occ as f32;
+                    if occ <= 0.0 {
+                        continue;
+                    }
+                    let ma = (!done_mean[pdf.mean]).then(|| &accs.mean[pdf.mean]);
+                    let shared = var_use[v] > 1 || ma.is_none_or(|a| a.occ <= 0.0) || !u.means;
+                    let mut floored = false;
+                    for k in 0..va.sum.len() {
+                        let d = match ma {
+                            Some(ma) if !shared => {
+                                let mu = ma.sum[k] as f32;
+                                let dmu = mu / (tau + occ);
+                                2.0 * dmu * mu - dmu * dmu * occ
+                            }
+                            _ => 0.0,
+                        };
+                        let var = set.variances[v][k];
+                        let mut x = (tau * var + va.sum[k] as f32 - d) / (tau + occ);
+                        if x < vfloor[k] {
+                            x = vfloor[k];
+                            rep.floored_elements += 1;
+                            floored = true;
+                        }
+                        set.variances[v][k] = x;
+                    }
+                    rep.floored_mixes += floored as usize;
+                }
+            }
+        }
+        if u.means {
+            for &s in &hmm.states {
+                for me in set.states[s].streams[0].mixtures.clone() {
+                    let mean = set.pdfs[me.pdf].mean;
+                    if me.weight <= MINMIX || std::mem::replace(&mut done_mean[mean], true) {
+                        continue;
+                    }
+                    let ma = &accs.mean[mean];
+                    let occ = ma.occ as f32;
+                    if occ > 0.0 {
+                        for k in 0..ma.sum.len() {
+                            let m = set.means[mean][k];
+                            set.means[mean][k] =
+                                (m * tau + (ma.sum[k] as f32 + m * occ)) / (tau + occ);
+                        }
+                    }
+                }
+            }
+        }
+        if u.means || u.vars {
+            for &s in &hmm.states {
+                for me in set.states[s].streams[0].mixtures.clone() {
+                    if let Some(g) = set.compute_gconst(me.pdf) {
+                        set.pdfs[me.pdf].gconst = Some(g);
+                    }
+                }
+            }
+        }
+    }
+    rep
+}
