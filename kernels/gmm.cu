@@ -529,18 +529,20 @@ extern "C" __global__ void __launch_bounds__(NT) accum_stats(
 }
 
 // Sum the statistics items of each (state, Gaussian block) in item order, in
-// f64, into the model's accumulator acc[gaussian][KZ]. One CTA per group.
+// f64, into the model's accumulator acc[gaussian][KZ]. Grid: (groups,
+// element tiles of blockDim.x): one thread per accumulator element, so a
+// group of many items (one GMM over a long chunk) is summed by many CTAs.
 extern "C" __global__ void reduce_partials(const float* __restrict__ partial,
                                            const Group* __restrict__ groups,
                                            double* __restrict__ acc) {
     const Group gr = groups[blockIdx.x];
-    for (int el = threadIdx.x; el < gr.gauss_count * KZ; el += blockDim.x) {
-        const int g = el / KZ, k = el % KZ;
-        double sum = 0.0;
-        for (int i = 0; i < gr.item_count; ++i)
-            sum += (double)partial[((u64)(gr.item_first + i) * GB + g) * KZ + k];
-        acc[(u64)(gr.gauss_first + g) * KZ + k] += sum;
-    }
+    const int el = blockIdx.y * blockDim.x + threadIdx.x;
+    if (el >= gr.gauss_count * KZ) return;
+    const int g = el / KZ, k = el % KZ;
+    double sum = 0.0;
+    for (int i = 0; i < gr.item_count; ++i)
+        sum += (double)partial[((u64)(gr.item_first + i) * GB + g) * KZ + k];
+    acc[(u64)(gr.gauss_first + g) * KZ + k] += sum;
 }
 
 // total += Σ v[0..n) in a fixed order (one CTA of 256 threads: contiguous

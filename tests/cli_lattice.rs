@@ -60,8 +60,12 @@ impl Work {
     fn path(&self, name: &str) -> String {
         self.dir.path().join(name).display().to_string()
     }
-    /// A fixture unzipped into the work folder.
+    /// A fixture unzipped into the work folder; the features are the 40
+    /// utterances the training tests use (testdata/kaldi/acc).
     fn fixture(&self, name: &str) -> String {
+        if name == "feats_cmvn_deltas.ark" {
+            return "testdata/kaldi/acc/feats_cmvn_deltas.ark".to_string();
+        }
         let p = self.path(name);
         if !std::path::Path::new(&p).exists() {
             std::fs::write(&p, gunzip(name)).unwrap();
@@ -138,7 +142,16 @@ fn assert_same_lattices(ours: &[(String, CompactLattice)], kaldi: &[(String, Com
     eprintln!("largest relative acoustic-cost difference: {worst:.2e}");
 }
 
-fn rescore_matches(model: &str, expected: &str, log: &str, through_shim: bool) {
+/// How a rescoring test calls amtool.
+#[derive(Clone, Copy, PartialEq)]
+enum Via {
+    /// `amtool score --lattices=R MODEL FEATS OUT` (how users call it).
+    Score,
+    /// A link named gmm-rescore-lattice (Kaldi's argument order).
+    Shim,
+}
+
+fn rescore_matches(model: &str, expected: &str, log: &str, via: Via) {
     let w = Work::new();
     let lat = w.fixture("lat.ark");
     let feats = w.fixture("feats_cmvn_deltas.ark");
@@ -150,14 +163,16 @@ fn rescore_matches(model: &str, expected: &str, log: &str, through_shim: bool) {
         format!("ark:{feats}"),
         format!("ark:{out}"),
     ];
-    let (code, err) = if through_shim {
-        let link = w.dir.path().join("gmm-rescore-lattice");
-        std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_amtool"), &link).unwrap();
-        run_cmd(Command::new(&link).args(&args))
-    } else {
-        let mut a = vec!["rescore-lattice"];
-        a.extend(args.iter().map(String::as_str));
-        amtool(&a)
+    let (code, err) = match via {
+        Via::Shim => {
+            let link = w.dir.path().join("gmm-rescore-lattice");
+            std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_amtool"), &link).unwrap();
+            run_cmd(Command::new(&link).args(&args))
+        }
+        Via::Score => {
+            let lats = format!("--lattices=ark:{lat}");
+            amtool(&["score", "--use-gpu=no", &lats, model, &args[3], &args[4]])
+        }
     };
     assert_eq!(code, 0, "{err}");
     // "Done 40 lattices with errors on 0, #frames is 8445", as Kaldi's log.
@@ -173,12 +188,12 @@ fn rescore_matches(model: &str, expected: &str, log: &str, through_shim: bool) {
 }
 
 #[test]
-fn rescore_with_final_mdl_matches_kaldi() {
+fn score_lattices_with_final_mdl_matches_kaldi() {
     rescore_matches(
         FINAL_MDL,
         "lat_rescored.ark",
         "gmm-rescore-lattice.log",
-        false,
+        Via::Score,
     );
 }
 
@@ -188,7 +203,7 @@ fn rescore_with_est_mdl_matches_kaldi_through_shim() {
         EST_MDL,
         "lat_rescored_est.ark",
         "gmm-rescore-lattice-est.log",
-        true,
+        Via::Shim,
     );
 }
 

@@ -196,15 +196,25 @@ fn path(d: &tempfile::TempDir, n: &str) -> String {
 /// agree to ~4e-5 (observed worst: occupancy 3.6e-5, Σγx 5.8e-5).
 const ACC_TOL: [f64; 3] = [1e-4, 1e-4, 1e-3];
 
+/// The CUDA engine against Kaldi: its float log-likelihood is one FMA chain
+/// over z = [x, x², 1] in its own order (Kaldi's is a BLAS sgemv), so the
+/// same ~1e-3 absolute rounding lands on other tail posteriors. Observed on
+/// the H100 (2026-11-22): occupancy 1.06e-4, Σγx 1.31e-4, Σγx² 6.7e-4.
+const GPU_ACC_TOL: [f64; 3] = [3e-4, 3e-4, 2e-3];
+
 /// `am_diff` result within [`ACC_TOL`]; transition counts and total frames
 /// exact (sums of integers or of posteriors 1.0); total likelihood 1e-6.
 fn assert_am_close(w: [f64; 6], what: &str) {
+    assert_am_within(w, ACC_TOL, what)
+}
+
+fn assert_am_within(w: [f64; 6], tol: [f64; 3], what: &str) {
     eprintln!("{what} (transitions, occ, Σγx, Σγx², total like, frames): {w:?}");
     assert_eq!(w[0], 0.0, "{what}: transition counts");
     assert_eq!(w[5], 0.0, "{what}: total frames");
     assert!(w[4] < 1e-6, "{what}: total like {w:?}");
     for i in 0..3 {
-        assert!(w[i + 1] < ACC_TOL[i], "{what}: {w:?}");
+        assert!(w[i + 1] < tol[i], "{what}: {w:?}");
     }
 }
 
@@ -983,8 +993,8 @@ fn fatal_errors_exit_1_and_leave_no_output() {
 
 /// The same comparisons with `--use-gpu=yes` (the CUDA engine), on a machine
 /// with a GPU; elsewhere prints `skipped: no CUDA device` (a failure with
-/// AMTOOL_REQUIRE_GPU=1). Same tolerances as the CPU engine: both do Kaldi's
-/// arithmetic in float with their own summation order.
+/// AMTOOL_REQUIRE_GPU=1). Tolerances: [`GPU_ACC_TOL`] for the diagonal
+/// statistics, the CPU engine's for full covariances.
 #[test]
 fn acc_stats_on_the_gpu_matches_kaldi() {
     if amtool::engine::cuda::engine_for_tests().is_none() {
@@ -1005,7 +1015,7 @@ fn acc_stats_on_the_gpu_matches_kaldi() {
         &["Overall avg like per frame (Gaussian only) = -86.255 over 8445 frames."],
     );
     let w = am_diff(&read_am_accs(&out), &read_am_accs(&format!("{K}/all.acc")));
-    assert_am_close(w, "GPU acc-stats vs all.acc");
+    assert_am_within(w, GPU_ACC_TOL, "GPU acc-stats vs all.acc");
 
     let out = path(&d, "post.acc");
     ok(&[
@@ -1017,7 +1027,7 @@ fn acc_stats_on_the_gpu_matches_kaldi() {
         &out,
     ]);
     let w = am_diff(&read_am_accs(&out), &read_am_accs(&format!("{K}/all.acc")));
-    assert_am_close(w, "GPU acc-stats (posteriors) vs all.acc");
+    assert_am_within(w, GPU_ACC_TOL, "GPU acc-stats (posteriors) vs all.acc");
 
     let out = path(&d, "ubm.0.acc");
     let err = ok(&[
@@ -1035,7 +1045,7 @@ fn acc_stats_on_the_gpu_matches_kaldi() {
     let want: AccumDiagGmm = read_object(&read(&format!("{K}/ubm.0.acc"))).unwrap();
     assert_close(
         diag_diff(&ours, &want),
-        ACC_TOL,
+        GPU_ACC_TOL,
         "GPU global acc vs ubm.0.acc",
     );
 

@@ -297,7 +297,7 @@ fn copy_htk_table(args: &CopyArgs, compress: Option<CompressionMethod>) -> Resul
     let mut writer = TableWriter::<AnyObject>::open(&args.output).map_err(|e| e.to_string())?;
     let mut num_done = 0usize;
     while let Some((key, f)) = reader.next_entry().map_err(|e| e.to_string())? {
-        let out = transform(AnyObject::FloatMatrix(f.to_matrix()), compress, true)
+        let out = transform_other(AnyObject::FloatMatrix(f.to_matrix()), compress, true)
             .map_err(|m| format!("{}: key {key}: {m}", printable_rx(&args.input)))?;
         writer.write(&key, &out).map_err(|e| e.to_string())?;
         num_done += 1;

@@ -42,19 +42,47 @@ pub struct ScoreArgs {
     /// Global GMMs: rspecifier of Gaussian-selection lists limiting the Gaussians of each frame.
     #[arg(long, value_name = "RSPECIFIER", default_value = "")]
     pub gselect: String,
+    /// Lattice rescoring (gmm-rescore-lattice): compact lattices to rescore; the
+    /// output is then a lattice wspecifier and each arc's acoustic cost becomes
+    /// the model's −log-likelihood of its frame's pdf.
+    #[arg(long, value_name = "RSPECIFIER", default_value = "")]
+    pub lattices: String,
+    /// With --lattices: add in the input lattices' acoustic costs with this scale
+    /// rather than discarding them.
+    #[arg(
+        long,
+        value_name = "FLOAT",
+        default_value_t = 0.0,
+        allow_hyphen_values = true
+    )]
+    pub old_acoustic_scale: f32,
     /// Model: Kaldi model (gmm-compute-likes), DiagGmm or FullGmm (frame likes).
     #[arg(value_name = "MODEL-IN")]
     pub model: String,
     /// Features (rspecifier).
     #[arg(value_name = "FEATURE-RSPECIFIER")]
     pub features: String,
-    /// Log-likelihoods (wspecifier).
+    /// Log-likelihoods (wspecifier); with --lattices, the rescored lattices.
     #[arg(value_name = "LOGLIKES-WSPECIFIER")]
     pub output: String,
 }
 
 /// Run `amtool score`; returns the exit status.
 pub fn run(args: ScoreArgs) -> i32 {
+    if !args.lattices.is_empty() {
+        if args.average || !args.gselect.is_empty() {
+            return super::fail("--average and --gselect do not apply to lattice rescoring");
+        }
+        return super::rescore_lattice::run(super::rescore_lattice::RescoreLatticeArgs {
+            std: args.std,
+            old_acoustic_scale: args.old_acoustic_scale,
+            use_gpu: args.engine.use_gpu,
+            model: args.model,
+            lattices: args.lattices,
+            features: args.features,
+            output: args.output,
+        });
+    }
     match score(&args) {
         Ok(code) => code,
         Err(msg) => super::fail(&msg),

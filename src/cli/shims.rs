@@ -122,12 +122,16 @@ pub const SHIMS: &[Shim] = &[
     Shim {
         tool: "gmm-adapt-map",
         argv: &["map-adapt"],
+    },
+    Shim {
         tool: "lattice-copy",
         argv: &["copy", "--kaldi-tool=lattice-copy"],
     },
     Shim {
         tool: "gmm-rescore-lattice",
         argv: &["rescore-lattice"],
+    },
+    Shim {
         tool: "HERest",
         argv: &["herest"],
     },

@@ -350,6 +350,19 @@ impl<'e> CudaModel<'e> {
         Ok(())
     }
 
+    /// Entries per statistics item for a chunk of `frames` frames:
+    /// `ITEM_ENTRIES`, or fewer when the chunk's (state, Gaussian block)
+    /// groups are too few to give every SM several items (one small GMM over
+    /// all frames). A multiple of the tile; fixed by the chunk and the
+    /// device, so results stay the same run after run.
+    fn item_entries(&self, frames: usize) -> usize {
+        let gb = self.k.shape.gb;
+        let gblocks: usize = self.state_ng.iter().map(|n| n.div_ceil(gb)).sum();
+        let want = (frames * gblocks).div_ceil(8 * self.eng.multiprocessors());
+        let tf = self.k.shape.tf;
+        want.clamp(256, ITEM_ENTRIES).div_ceil(tf) * tf
+    }
+
     /// Frames per chunk: `CHUNK_FRAMES`, halved while the buffers a chunk needs
     /// would take more than half the free device memory.
     fn chunk_frames(&self, frames: usize, bytes_per_frame: usize) -> Result<usize> {
@@ -539,7 +552,7 @@ impl<'e> CudaModel<'e> {
             c1,
             &PlanShape {
                 tile: sh.tf,
-                chunk: ITEM_ENTRIES,
+                chunk: self.item_entries(c1 - c0),
                 gblock: sh.gb,
                 state_gaussians: &self.state_ng,
                 state_first_gaussian: &self.state_first,
@@ -639,7 +652,11 @@ impl<'e> CudaModel<'e> {
             let mut lb = s.launch_builder(&self.k.reduce_partials);
             lb.arg(&partial).arg(&groups).arg(&mut *acc64);
             let cfg = LaunchConfig {
-                grid_dim: (p.groups.len() as u32, 1, 1),
+                grid_dim: (
+                    p.groups.len() as u32,
+                    (sh.gb * self.kz).div_ceil(256) as u32,
+                    1,
+                ),
                 block_dim: (256, 1, 1),
                 shared_mem_bytes: 0,
             };
