@@ -675,6 +675,7 @@ fn gpu_scores_equal_cpu_scores() {
             outs.push(std::fs::read_to_string(&out).unwrap());
         }
         let e = rel_err_text(&outs[1], &outs[0]);
+        eprintln!("{model}: GPU vs CPU rel err {e:.3e}");
         assert!(e <= 2e-5, "{model}: GPU vs CPU {e}");
     }
     for (model, want) in [

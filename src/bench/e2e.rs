@@ -107,3 +107,54 @@ pub fn acc_stats_ark(
     );
     Ok(())
 }
+
+/// `amtool score` end to end (gmm-compute-likes): a feature ark on disk of
+/// `frames` frames in 256-frame utterances scored against the score_seed002
+/// model shape (5000 states × 256 Gaussians, D = 36) into a log-likelihood
+/// ark on disk, through the subcommand's own table code; frames per second.
+pub fn score_ark(
+    engine: &dyn Engine,
+    cfg: &BenchConfig,
+    emit: &mut dyn FnMut(&Json),
+) -> Result<()> {
+    let case = "score_ark";
+    let s = cfg.states.unwrap_or(5000);
+    let d = cfg.dim.unwrap_or(36);
+    let frames = cfg.frames.unwrap_or(25_600);
+    let mut rng = Rng::new(cfg.seed.wrapping_add(2));
+    let model = random::model(
+        &mut rng,
+        &vec![cfg.gauss_per_state.unwrap_or(256); s],
+        d,
+        CovKind::Diagonal,
+    );
+    let data = random::features(&mut rng, frames, d);
+    let dir = tempfile::tempdir().map_err(|e| Error::Usage(format!("bench temp dir: {e}")))?;
+    let ark = dir.path().join("feats.ark");
+    let spec = format!("ark:{}", ark.display());
+    let mut w = TableWriter::<Matrix<f32>>::open(&spec).map_err(table_err)?;
+    for (u, rows) in data.chunks(256 * d).enumerate() {
+        let mat = Matrix::from_vec(rows.len() / d, d, rows.to_vec())
+            .ok_or_else(|| Error::Usage("bench ark: bad matrix shape".into()))?;
+        w.write(&format!("utt{u:07}"), &mat).map_err(table_err)?;
+    }
+    w.close().map_err(table_err)?;
+    let out = format!("ark:{}", dir.path().join("loglikes.ark").display());
+    let timing = time_median(cfg.reps, || {
+        crate::cli::score::likes_table(engine, &model, &spec, &out).map_err(Error::Usage)?;
+        Ok(None)
+    })?;
+    emit(
+        &Json::new()
+            .str("case", case)
+            .int("states", s)
+            .int("gauss_per_state", model.num_gaussians() / s.max(1))
+            .int("D", d)
+            .int("frames", frames)
+            .num("seconds", timing.wall)
+            .num("frames_per_second", frames as f64 / timing.wall)
+            .str("engine", engine.name())
+            .str("device", &engine.device()),
+    );
+    Ok(())
+}

@@ -29,13 +29,15 @@ use json::Json;
 use random::Rng;
 
 /// The cases, in the README's order.
-pub const CASES: [&str; 6] = [
+pub const CASES: [&str; 8] = [
     "estep_seed000",
     "score_seed002",
     "score_seed002_var",
     "fullcov_score_seed001",
     "acc_ali",
     "acc_stats_ark",
+    "score_ark",
+    "estep_fullcov",
 ];
 
 /// Sizes and run options; `None` keeps the papers' size.
@@ -85,6 +87,8 @@ pub fn run_case(
         "fullcov_score_seed001" => fullcov(engine, cfg, emit),
         "acc_ali" => acc_ali(engine, cfg, emit),
         "acc_stats_ark" => e2e::acc_stats_ark(engine, cfg, emit),
+        "score_ark" => e2e::score_ark(engine, cfg, emit),
+        "estep_fullcov" => estep_kind(engine, cfg, CovKind::Full, emit),
         "read_ark" | "read_ark_compressed" => read::run(name, cfg, emit),
         _ => Err(Error::Usage(format!(
             "unknown benchmark case {name:?} (cases: {}, and {})",
@@ -232,17 +236,35 @@ fn accumulate_once(
 }
 
 fn estep(engine: &dyn Engine, cfg: &BenchConfig, emit: &mut dyn FnMut(&Json)) -> Result<()> {
-    let case = "estep_seed000";
+    estep_kind(engine, cfg, CovKind::Diagonal, emit)
+}
+
+/// One EM pass of statistics for one GMM: `estep_seed000` (diagonal), or
+/// `estep_fullcov` (full covariances, fgmm-global-acc-stats' work; default
+/// 256 Gaussians, op count 4·K + 23 per frame and Gaussian, K = D + D(D+1)/2).
+fn estep_kind(
+    engine: &dyn Engine,
+    cfg: &BenchConfig,
+    kind: CovKind,
+    emit: &mut dyn FnMut(&Json),
+) -> Result<()> {
+    let case = match kind {
+        CovKind::Diagonal => "estep_seed000",
+        CovKind::Full => "estep_fullcov",
+    };
     let (t, d) = (cfg.frames.unwrap_or(3_125_506), cfg.dim.unwrap_or(40));
     let ms = cfg
         .gaussians
         .map(|m| vec![m])
-        .unwrap_or_else(|| vec![32, 256, 2048]);
+        .unwrap_or_else(|| match kind {
+            CovKind::Diagonal => vec![32, 256, 2048],
+            CovKind::Full => vec![256],
+        });
     let mut rng = Rng::new(cfg.seed);
     let data = random::features(&mut rng, t, d);
     let feats = FrameBatch::new(&data, d);
     for m in ms {
-        let model = random::model(&mut rng, &[m], d, CovKind::Diagonal);
+        let model = random::model(&mut rng, &[m], d, kind);
         let mut lm = engine.load(&model)?;
         let timing = time_median(cfg.reps, || {
             accumulate_once(lm.as_mut(), &model, feats, FrameTargets::Global)?;
@@ -254,7 +276,11 @@ fn estep(engine: &dyn Engine, cfg: &BenchConfig, emit: &mut dyn FnMut(&Json)) ->
         let out = accumulate_once(lm.as_mut(), &model, sub, FrameTargets::Global)?;
         let r = reference::accumulate(&model, sub, FrameTargets::Global, UpdateFlags::default());
         let err = report_errs(case, &acc_errs(&out, &r));
-        let ops = (8 * d + 23) as f64 * t as f64 * m as f64;
+        let per = match kind {
+            CovKind::Diagonal => 8 * d + 23,
+            CovKind::Full => 4 * k_of(d, kind) + 23,
+        };
+        let ops = per as f64 * t as f64 * m as f64;
         emit(
             &timing
                 .keys(
@@ -265,6 +291,7 @@ fn estep(engine: &dyn Engine, cfg: &BenchConfig, emit: &mut dyn FnMut(&Json)) ->
                         .int("M", m),
                 )
                 .num("gflops_paper_count", ops / secs / 1e9)
+                .num("frames_per_second", t as f64 / secs)
                 .num("rel_err_vs_f64", err)
                 .str("engine", engine.name())
                 .str("device", &engine.device()),

@@ -26,6 +26,7 @@ use crate::score::likes::{
 };
 use crate::score::model_file::ModelFile;
 use crate::stats::fmt_g;
+use crate::train::prefetch::PrefetchedFeats;
 use crate::{kaldi_log, kaldi_warn};
 
 #[derive(Debug, Clone, Args)]
@@ -118,14 +119,27 @@ fn check_feats(key: &str, m: &Matrix<f32>, model: &AcousticModel) -> Result<(), 
     Ok(())
 }
 
-/// gmm-compute-likes. Utterances are scored in batches (see
-/// [`state_loglikes_batch`]) and written in their input order.
+/// gmm-compute-likes.
 fn compute_likes(args: &ScoreArgs, model: &AcousticModel) -> Result<i32, String> {
     let engine = args.engine.engine()?;
+    let num_done = likes_table(engine.as_ref(), model, &args.features, &args.output)?;
+    kaldi_log!("gmm-compute-likes: computed likelihoods for {num_done} utterances.");
+    Ok(0)
+}
+
+/// The table work of gmm-compute-likes (also what `amtool bench` times end
+/// to end): features read ahead on a thread, utterances scored in batches
+/// (see [`state_loglikes_batch`]) and written in their input order as
+/// frames × states matrices. Returns the number of utterances written.
+pub fn likes_table(
+    engine: &dyn crate::engine::Engine,
+    model: &AcousticModel,
+    features: &str,
+    output: &str,
+) -> Result<usize, String> {
     let mut loaded = engine.load(model).map_err(|e| e.to_string())?;
-    let mut reader =
-        SequentialTableReader::<Matrix<f32>>::open(&args.features).map_err(|e| e.to_string())?;
-    let mut writer = TableWriter::<Matrix<f32>>::open(&args.output).map_err(|e| e.to_string())?;
+    let mut reader = PrefetchedFeats::open(features).map_err(|e| e.to_string())?;
+    let mut writer = TableWriter::<Matrix<f32>>::open(output).map_err(|e| e.to_string())?;
     let ns = model.num_states();
     let mut num_done = 0usize;
     let mut queue = Queue::default();
@@ -154,8 +168,7 @@ fn compute_likes(args: &ScoreArgs, model: &AcousticModel) -> Result<i32, String>
         }
     }
     writer.close().map_err(|e| e.to_string())?;
-    kaldi_log!("gmm-compute-likes: computed likelihoods for {num_done} utterances.");
-    Ok(0)
+    Ok(num_done)
 }
 
 /// Utterances waiting to be scored in one engine call.
