@@ -651,7 +651,8 @@ fn rel_err_text(a: &str, b: &str) -> f64 {
 }
 
 /// The CUDA engine through the CLI: scores within 2e-5 relative of the CPU
-/// engine's (each engine is within 1e-5 of f64, tests/cuda_engine.rs), and
+/// engine's (each engine is within 1e-5 of f64, tests/cuda_engine.rs; the
+/// full-covariance UBM 1e-3, see below), and
 /// Gaussian selections identical to Kaldi's. Without a GPU this prints
 /// `skipped: no CUDA device` and passes (AMTOOL_REQUIRE_GPU=1 makes it fail).
 #[test]
@@ -676,7 +677,13 @@ fn gpu_scores_equal_cpu_scores() {
         }
         let e = rel_err_text(&outs[1], &outs[0]);
         eprintln!("{model}: GPU vs CPU rel err {e:.3e}");
-        assert!(e <= 2e-5, "{model}: GPU vs CPU {e}");
+        // The full-covariance UBM's frame log-likelihoods are small results of
+        // cancelling terms of ~1e4 (un-normalised c0 squared): float32 carries
+        // ~1e-2 absolute in any summation order (Kaldi's own values are 0.03
+        // from exact, see `fubm_frame_likes_*`). Observed on the H100
+        // (2026-11-22): 5.3e-7 model, 3.7e-6 diagonal UBM, 1.5e-4 full UBM.
+        let tol = if model == FUBM { 1e-3 } else { 2e-5 };
+        assert!(e <= tol, "{model}: GPU vs CPU {e}");
     }
     for (model, want) in [
         (UBM, format!("{F}/ubm.1.gselect_first3.txt")),

@@ -625,7 +625,11 @@ fn engine_pass(m: &str, scorer: &str, avg: f64) -> String {
     assert_eq!(code, 0, "{stderr}");
     let line = out_lines(&stdout, "average log prob").pop().unwrap();
     let got: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
-    assert_eq!(format!("{got:.4}"), format!("{avg:.4}"), "{line}");
+    // HERest's value to its 4th decimal, allowing the engines' float rounding
+    // to sit on either side of a rounding boundary (the CPU engine prints
+    // −65.06419 for HERest's −65.06420).
+    eprintln!("{m} {scorer}: {line}");
+    assert!((got - avg).abs() <= 1.5e-4, "{line} vs HERest {avg}");
     let text = std::fs::read_to_string(out.join(format!("{m}.mmf"))).unwrap();
     let want = String::from_utf8(gunzip(&format!("expected/{m}/single.mmf.gz"))).unwrap();
     let (a, b) = same_structure(&text, &want);

@@ -14,8 +14,9 @@
 //! Statistics: per chunk, the kernels write per-item partial sums that a
 //! reduction adds in item order, in f64, into device accumulators; the host
 //! adds those into the caller's [`ModelAccumulators`] at the end. The chunk
-//! size is fixed (`CHUNK_FRAMES`, halved only when device memory is short), so
-//! the same inputs give the same bits run after run.
+//! size is fixed (`CHUNK_FRAMES`, halved only when device memory is short;
+//! a call of fewer frames is cut in two halves), so the same inputs give the
+//! same bits run after run.
 
 use std::sync::Arc;
 
@@ -34,7 +35,7 @@ use crate::{Error, Result};
 /// States per block of the padded layout (the kernels' LANES).
 pub const BLOCK_STATES: usize = 64;
 /// Frames per streamed chunk (a multiple of every tile and item size).
-pub const CHUNK_FRAMES: usize = 1 << 17;
+pub const CHUNK_FRAMES: usize = 1 << 20;
 /// Entries per statistics work item.
 pub const ITEM_ENTRIES: usize = 4096;
 
@@ -370,6 +371,12 @@ impl<'e> CudaModel<'e> {
         let mut nf = CHUNK_FRAMES;
         while nf > ITEM_ENTRIES && nf * bytes_per_frame > free / 2 {
             nf /= 2;
+        }
+        // A call of fewer than two chunks' frames (a tool's batch of
+        // utterances) is still cut in two, so the copy of the second half
+        // overlaps the kernels of the first.
+        if frames < 2 * nf && frames > 2 * ITEM_ENTRIES {
+            nf = frames.div_ceil(2).next_multiple_of(ITEM_ENTRIES);
         }
         Ok(nf.min(frames.max(1)))
     }
