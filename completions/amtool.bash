@@ -61,6 +61,9 @@ _amtool() {
             amtool,score)
                 cmd="amtool__subcmd__score"
                 ;;
+            amtool,score-htk)
+                cmd="amtool__subcmd__score__subcmd__htk"
+                ;;
             amtool,shims)
                 cmd="amtool__subcmd__shims"
                 ;;
@@ -115,6 +118,9 @@ _amtool() {
             amtool__subcmd__help,score)
                 cmd="amtool__subcmd__help__subcmd__score"
                 ;;
+            amtool__subcmd__help,score-htk)
+                cmd="amtool__subcmd__help__subcmd__score__subcmd__htk"
+                ;;
             amtool__subcmd__help,shims)
                 cmd="amtool__subcmd__help__subcmd__shims"
                 ;;
@@ -131,7 +137,7 @@ _amtool() {
 
     case "${cmd}" in
         amtool)
-            opts="-h -V --help --version bench copy acc-stats sum-accs est score gselect global-get-post gselect-to-post map-adapt ubm-map copy-to-htk rescore-lattice herest shims completions man help"
+            opts="-h -V --help --version bench copy acc-stats sum-accs est score score-htk gselect global-get-post gselect-to-post map-adapt ubm-map copy-to-htk rescore-lattice herest shims completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -591,7 +597,7 @@ _amtool() {
             return 0
             ;;
         amtool__subcmd__help)
-            opts="bench copy acc-stats sum-accs est score gselect global-get-post gselect-to-post map-adapt ubm-map copy-to-htk rescore-lattice herest shims completions man help"
+            opts="bench copy acc-stats sum-accs est score score-htk gselect global-get-post gselect-to-post map-adapt ubm-map copy-to-htk rescore-lattice herest shims completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -814,6 +820,20 @@ _amtool() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        amtool__subcmd__help__subcmd__score__subcmd__htk)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         amtool__subcmd__help__subcmd__shims)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -1020,6 +1040,44 @@ _amtool() {
                     return 0
                     ;;
                 --old-acoustic-scale)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        amtool__subcmd__score__subcmd__htk)
+            opts="-h --verbose --print-args --config --use-gpu --threads --htk-in --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --verbose)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --print-args)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --use-gpu)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --threads)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --htk-in)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -21,6 +21,7 @@ pub mod map_adapt;
 pub mod progress;
 pub mod rescore_lattice;
 pub mod score;
+pub mod score_htk;
 pub mod shims;
 pub mod sum_accs;
 pub mod train_io;
@@ -75,6 +76,9 @@ pub enum Command {
     /// Per-frame log-likelihoods: gmm-compute-likes (Kaldi model), gmm-global-get-frame-likes
     /// and fgmm-global-get-frame-likes (global DiagGmm / FullGmm).
     Score(score::ScoreArgs),
+    /// Per-frame state log-likelihoods of an HTK HMM set (MMFs + HMM list); columns are the
+    /// emitting states of the listed HMMs in list order.
+    ScoreHtk(score_htk::ScoreHtkArgs),
     /// Gaussian selection: the n best Gaussians of a global GMM per frame (gmm-gselect, fgmm-gselect).
     Gselect(gselect::GselectArgs),
     /// Top-n Gaussian posteriors of a global GMM per frame (gmm-global-get-post).
@@ -137,6 +141,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::SumAccs(args) => sum_accs::run(args),
         Command::Est(args) => est::run(args),
         Command::Score(args) => score::run(args),
+        Command::ScoreHtk(args) => score_htk::run(args),
         Command::Gselect(args) => gselect::run(args),
         Command::GlobalGetPost(args) => global_get_post::run(args),
         Command::GselectToPost(args) => gselect_to_post::run(args),
