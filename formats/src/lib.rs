@@ -10,6 +10,7 @@
 //!   accumulators, posteriors and alignments.
 //! - [`htk`]: HTK MMFs (text and binary), parameter files, MLFs and script files.
 
+pub mod atomic;
 pub mod error;
 pub mod htk;
 pub mod kaldi;

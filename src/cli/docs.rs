@@ -5,7 +5,7 @@
 //! `completions/` folders are produced by `amtool man --completions=completions man`;
 //! a test fails when they are stale.
 
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use clap::CommandFactory;
@@ -92,14 +92,7 @@ pub fn write_completions(dir: &Path) -> io::Result<Vec<PathBuf>> {
 }
 
 fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    tmp.write_all(bytes)?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
+    amtool_formats::atomic::write(path, bytes)
 }
 
 #[cfg(test)]

@@ -73,16 +73,7 @@ pub fn write_output(wx: &str, bytes: &[u8]) -> Result<()> {
         }
         return Ok(());
     }
-    let path = std::path::Path::new(t);
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => std::path::PathBuf::from("."),
-    };
-    let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(|e| io_err(t, e))?;
-    tmp.write_all(bytes).map_err(|e| io_err(t, e))?;
-    tmp.flush().map_err(|e| io_err(t, e))?;
-    tmp.persist(path).map_err(|e| io_err(t, e.error))?;
-    Ok(())
+    amtool_formats::atomic::write(std::path::Path::new(t), bytes).map_err(|e| io_err(t, e))
 }
 
 #[cfg(test)]

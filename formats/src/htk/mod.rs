@@ -17,7 +17,6 @@ pub mod script;
 pub mod strings;
 pub mod table;
 
-use std::io::Write;
 use std::path::Path;
 
 use crate::error::{Error, Result};
@@ -25,15 +24,7 @@ use crate::error::{Error, Result};
 /// Write `bytes` to `path` through a temporary file in the same folder and a
 /// rename, so a failed write never leaves a truncated file.
 pub(crate) fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
-    let name = path.display().to_string();
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| Error::io(&name, e))?;
-    tmp.write_all(bytes).map_err(|e| Error::io(&name, e))?;
-    tmp.persist(path).map_err(|e| Error::io(&name, e.error))?;
-    Ok(())
+    crate::atomic::write(path, bytes).map_err(|e| Error::io(path.display().to_string(), e))
 }
 
 /// A name in double quotes as HTK writes macro names and MLF patterns.

@@ -329,19 +329,7 @@ impl Output {
         let (sink, w): (Sink, Box<dyn Write + Send>) = match class {
             WxFilename::File(f) => {
                 let path = PathBuf::from(&f);
-                let dir = match path.parent() {
-                    Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-                    _ => PathBuf::from("."),
-                };
-                let base = path
-                    .file_name()
-                    .map(|s| s.to_string_lossy().into_owned())
-                    .unwrap_or_default();
-                let tmp = tempfile::Builder::new()
-                    .prefix(&format!(".{base}."))
-                    .suffix(".tmp")
-                    .tempfile_in(&dir)
-                    .map_err(|e| Error::io(&f, e))?;
+                let tmp = crate::atomic::temp_beside(&path).map_err(|e| Error::io(&f, e))?;
                 let file = tmp.reopen().map_err(|e| Error::io(&f, e))?;
                 (
                     Sink::File { tmp, path },
