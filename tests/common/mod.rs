@@ -48,7 +48,9 @@ pub fn amtool() -> Command {
 
 /// Runs `cmd`; returns (exit code, stderr).
 pub fn run_cmd(cmd: &mut Command) -> (i32, String) {
-    let out = cmd.output().unwrap();
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e}", cmd.get_program().to_string_lossy()));
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stderr).into_owned(),
