@@ -1,6 +1,10 @@
 //! Model reading shared by the subcommands on a global GMM (gselect,
 //! global-get-post, gselect-to-post): the model file must hold a DiagGmm or
-//! FullGmm, and `--n` is limited to its number of Gaussians as Kaldi does.
+//! FullGmm, and `--n` is limited to its number of Gaussians as Kaldi does;
+//! the lookup of an utterance's Gaussian selection (also used by score).
+
+use amtool_formats::kaldi::holder::Int32VectorVector;
+use amtool_formats::kaldi::table::RandomAccessTableReader;
 
 use crate::kaldi_warn;
 use crate::model::AcousticModel;
@@ -36,4 +40,26 @@ pub fn gaussians_to_keep(
         return Ok((num_gauss, num_gauss));
     }
     Ok((num_gauss, n))
+}
+
+/// The Gaussian selection of utterance `key` of `frames` frames; None, after
+/// Kaldi's warning, when it is missing or of another length (the caller
+/// counts the utterance as an error).
+pub fn gselect_for<'a>(
+    reader: &'a mut RandomAccessTableReader<Int32VectorVector>,
+    key: &str,
+    frames: usize,
+) -> Result<Option<&'a Int32VectorVector>, String> {
+    let Some(sel) = reader.get(key).map_err(|e| e.to_string())? else {
+        kaldi_warn!("No gselect information for utterance {key}");
+        return Ok(None);
+    };
+    if sel.0.len() != frames {
+        kaldi_warn!(
+            "gselect information for utterance {key} has wrong size {} vs. {frames}",
+            sel.0.len()
+        );
+        return Ok(None);
+    }
+    Ok(Some(sel))
 }
