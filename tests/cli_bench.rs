@@ -3,14 +3,10 @@
 //! the read cases write their archives under `--path` and remove them, and a
 //! bad case or engine is an error with exit status 1.
 
-use std::process::Command;
+mod common;
 
 fn bench(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_amtool"))
-        .arg("bench")
-        .args(args)
-        .output()
-        .unwrap();
+    let out = common::amtool().arg("bench").args(args).output().unwrap();
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),

@@ -3,30 +3,13 @@
 //! copy-feats compression identical, the Kaldi tool names through shims, and
 //! errors with exit status 1.
 
-use std::io::Read;
+mod common;
+
+use common::{amtool, gunzip, run};
+
 use std::process::Command;
 
 const D: &str = "testdata/kaldi/feats";
-
-fn amtool() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_amtool"))
-}
-
-fn run(args: &[&str]) -> (i32, String) {
-    let out = amtool().args(args).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn gunzip(p: &str) -> Vec<u8> {
-    let mut v = Vec::new();
-    flate2::read::GzDecoder::new(std::fs::File::open(p).unwrap())
-        .read_to_end(&mut v)
-        .unwrap();
-    v
-}
 
 #[test]
 fn table_copies_are_exact() {
@@ -131,7 +114,7 @@ fn compression_and_scp_outputs() {
 fn kaldi_tool_names_through_shims() {
     let dir = tempfile::tempdir().unwrap();
     let link = dir.path().join("copy-feats");
-    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_amtool"), &link).unwrap();
+    std::os::unix::fs::symlink(common::amtool_bin(), &link).unwrap();
     let out = dir.path().join("f.ark");
     // copy-feats decompresses (writes FM), as Kaldi's does.
     let o = Command::new(&link)
@@ -147,7 +130,7 @@ fn kaldi_tool_names_through_shims() {
             == gunzip(&format!("{D}/feats_cm2.first3.decompressed.txt.gz"))
     );
     let link = dir.path().join("copy-matrix");
-    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_amtool"), &link).unwrap();
+    std::os::unix::fs::symlink(common::amtool_bin(), &link).unwrap();
     let o = Command::new(&link)
         .args([
             format!("ark:{D}/cmvn.ark"),

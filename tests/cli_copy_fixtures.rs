@@ -17,11 +17,12 @@
 //! the tools' logs and plain-text records (READMEs, lists of integers,
 //! `*-info` reports), which are no Kaldi objects.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 fn amtool(args: &[String]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_amtool"))
+    let out = common::amtool()
         .arg(&args[0])
         .arg("--print-args=false")
         .args(&args[1..])

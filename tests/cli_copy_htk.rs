@@ -4,42 +4,15 @@
 //! written by HHEd -B) and HCopy's compressed + CRC parameter file with its
 //! HList dump (testdata/htk/param, testdata/htk/dumps).
 
-use std::io::Read;
+mod common;
+
+use common::{gunzip, ok, read, run};
+
 use std::path::Path;
 use std::process::Command;
 
 const KD: &str = "testdata/kaldi/feats";
 const HD: &str = "testdata/htk";
-
-fn amtool() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_amtool"))
-}
-
-fn run(args: &[&str]) -> (i32, String) {
-    let out = amtool().args(args).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn ok(args: &[&str]) -> String {
-    let (code, err) = run(args);
-    assert_eq!(code, 0, "{args:?}: {err}");
-    err
-}
-
-fn gunzip(p: &str) -> Vec<u8> {
-    let mut v = Vec::new();
-    flate2::read::GzDecoder::new(std::fs::File::open(p).unwrap())
-        .read_to_end(&mut v)
-        .unwrap();
-    v
-}
-
-fn read(p: impl AsRef<Path>) -> Vec<u8> {
-    std::fs::read(p.as_ref()).unwrap_or_else(|e| panic!("{}: {e}", p.as_ref().display()))
-}
 
 /// copy-feats-to-htk's files byte for byte, and back (copy-feats --htk-in) to
 /// Kaldi's archive byte for byte.
@@ -63,7 +36,7 @@ fn feature_archives_to_htk_files_and_back() {
     assert!(read(htk.join("s01-001.mfc")) == read(format!("{KD}/s01-001.mfc")));
     // Through the Kaldi tool name.
     let link = dir.path().join("copy-feats-to-htk");
-    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_amtool"), &link).unwrap();
+    std::os::unix::fs::symlink(common::amtool_bin(), &link).unwrap();
     let htk2 = dir.path().join("htk2");
     let o = Command::new(&link)
         .args([

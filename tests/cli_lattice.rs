@@ -14,37 +14,23 @@
 //! both float32, ~1e-6 relative each), so the sums agree to a few 1e-6
 //! relative (measured: ≤ 2e-6).
 
-use std::io::Read;
+mod common;
+
+use common::{read_table as read_all, run, run_cmd};
+
 use std::process::Command;
 
 use amtool_formats::kaldi::holder::Holder;
 use amtool_formats::kaldi::lattice::{CompactLattice, CompactLatticeWeight, Lattice};
 use amtool_formats::kaldi::matrix::Matrix;
-use amtool_formats::kaldi::table::{SequentialTableReader, TableWriter};
+use amtool_formats::kaldi::table::TableWriter;
 
 const D: &str = "testdata/kaldi/lattice";
 const FINAL_MDL: &str = "testdata/kaldi/final.mdl";
 const EST_MDL: &str = "testdata/kaldi/train/est.mdl";
 
-fn run_cmd(cmd: &mut Command) -> (i32, String) {
-    let out = cmd.output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn amtool(args: &[&str]) -> (i32, String) {
-    run_cmd(Command::new(env!("CARGO_BIN_EXE_amtool")).args(args))
-}
-
 fn gunzip(name: &str) -> Vec<u8> {
-    let p = format!("{D}/{name}.gz");
-    let mut v = Vec::new();
-    flate2::read::GzDecoder::new(std::fs::File::open(&p).unwrap_or_else(|e| panic!("{p}: {e}")))
-        .read_to_end(&mut v)
-        .unwrap();
-    v
+    common::gunzip(format!("{D}/{name}.gz"))
 }
 
 struct Work {
@@ -72,13 +58,6 @@ impl Work {
         }
         p
     }
-}
-
-fn read_all<H: Holder>(rspec: &str) -> Vec<(String, H)> {
-    SequentialTableReader::<H>::open(rspec)
-        .unwrap()
-        .map(|x| x.unwrap())
-        .collect()
 }
 
 fn write_all<H: Holder>(wspec: &str, items: &[(String, H)]) {
@@ -166,12 +145,12 @@ fn rescore_matches(model: &str, expected: &str, log: &str, via: Via) {
     let (code, err) = match via {
         Via::Shim => {
             let link = w.dir.path().join("gmm-rescore-lattice");
-            std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_amtool"), &link).unwrap();
+            std::os::unix::fs::symlink(common::amtool_bin(), &link).unwrap();
             run_cmd(Command::new(&link).args(&args))
         }
         Via::Score => {
             let lats = format!("--lattices=ark:{lat}");
-            amtool(&["score", "--use-gpu=no", &lats, model, &args[3], &args[4]])
+            run(&["score", "--use-gpu=no", &lats, model, &args[3], &args[4]])
         }
     };
     assert_eq!(code, 0, "{err}");
@@ -216,7 +195,7 @@ fn old_acoustic_scale_one_adds_to_old_costs() {
     let feats = w.fixture("feats_cmvn_deltas.ark");
     let (o0, o1) = (w.path("o0.ark"), w.path("o1.ark"));
     for (scale, out) in [("0", &o0), ("1", &o1)] {
-        let (code, err) = amtool(&[
+        let (code, err) = run(&[
             "rescore-lattice",
             "--use-gpu=no",
             &format!("--old-acoustic-scale={scale}"),
@@ -261,20 +240,20 @@ fn lattice_copies_are_exact() {
     let lat = w.fixture("lat.ark");
     // Binary to binary: byte-identical; text identical to lattice-copy's.
     let out = w.path("copy.ark");
-    let (code, err) = amtool(&["copy", &format!("ark:{lat}"), &format!("ark:{out}")]);
+    let (code, err) = run(&["copy", &format!("ark:{lat}"), &format!("ark:{out}")]);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("Done copying 40 lattices."), "{err}");
     assert!(std::fs::read(&out).unwrap() == gunzip("lat.ark"));
     let txt = w.path("copy.txt");
     let link = w.dir.path().join("lattice-copy");
-    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_amtool"), &link).unwrap();
+    std::os::unix::fs::symlink(common::amtool_bin(), &link).unwrap();
     let (code, err) =
         run_cmd(Command::new(&link).args([format!("ark:{lat}"), format!("ark,t:{txt}")]));
     assert_eq!(code, 0, "{err}");
     assert!(std::fs::read(&txt).unwrap() == gunzip("lat.txt"));
     // Text back to text: stable.
     let txt2 = w.path("copy2.txt");
-    let (code, err) = amtool(&["copy", &format!("ark:{txt}"), &format!("ark,t:{txt2}")]);
+    let (code, err) = run(&["copy", &format!("ark:{txt}"), &format!("ark,t:{txt2}")]);
     assert_eq!(code, 0, "{err}");
     assert!(std::fs::read(&txt2).unwrap() == gunzip("lat.txt"));
     // Non-compact lattices with --write-compact=false, as the fixture was made.
@@ -296,7 +275,7 @@ fn lattice_copies_are_exact() {
     assert_eq!(code, 0, "{err}");
     assert!(std::fs::read(&txt).unwrap() == gunzip("lat_raw_first3.txt"));
     // `amtool copy` keeps a non-compact archive as stored.
-    let (code, err) = amtool(&["copy", &format!("ark:{raw}"), &format!("ark:{out}")]);
+    let (code, err) = run(&["copy", &format!("ark:{raw}"), &format!("ark:{out}")]);
     assert_eq!(code, 0, "{err}");
     assert!(std::fs::read(&out).unwrap() == gunzip("lat_raw_first3.ark"));
 }
@@ -308,7 +287,7 @@ fn compact_to_non_compact_conversion() {
     let w = Work::new();
     let lat = w.fixture("lat.ark");
     let out = w.path("lat_full.ark");
-    let (code, err) = amtool(&[
+    let (code, err) = run(&[
         "copy",
         "--write-compact=false",
         &format!("ark:{lat}"),
@@ -388,7 +367,7 @@ fn compact_to_non_compact_conversion() {
     // (Kaldi's Factor + TopSort): every transition-id kept, top-sorted.
     let raw = w.fixture("lat_raw_first3.ark");
     let link = w.dir.path().join("lattice-copy");
-    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_amtool"), &link).unwrap();
+    std::os::unix::fs::symlink(common::amtool_bin(), &link).unwrap();
     let out = w.path("raw_compact.ark");
     let (code, err) =
         run_cmd(Command::new(&link).args([format!("ark:{raw}"), format!("ark:{out}")]));
@@ -433,7 +412,7 @@ fn rescoring_raw_lattices_reproduces_the_decoders_costs() {
     let w = Work::new();
     let raw = w.fixture("lat_raw_first3.ark");
     let (out, conv) = (w.path("r.ark"), w.path("c.ark"));
-    let (code, err) = amtool(&[
+    let (code, err) = run(&[
         "rescore-lattice",
         "--use-gpu=no",
         FINAL_MDL,
@@ -443,7 +422,7 @@ fn rescoring_raw_lattices_reproduces_the_decoders_costs() {
     ]);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("Done 3 lattices with errors on 0"), "{err}");
-    let (code, err) = amtool(&[
+    let (code, err) = run(&[
         "copy",
         "--write-compact=true",
         &format!("ark:{raw}"),
@@ -493,7 +472,7 @@ fn first(w: &Work, n: usize) -> (Vec<(String, CompactLattice)>, Vec<(String, Mat
 }
 
 fn rescore_err(w: &Work, lats: &str, feats: &str) -> (i32, String) {
-    amtool(&[
+    run(&[
         "rescore-lattice",
         "--use-gpu=no",
         FINAL_MDL,
@@ -628,7 +607,7 @@ fn whole_file_problems_stop_the_run() {
         "{err}"
     );
     // A model file that is not a model.
-    let (code, err) = amtool(&[
+    let (code, err) = run(&[
         "rescore-lattice",
         "--use-gpu=no",
         &l,
@@ -649,7 +628,7 @@ fn include_exclude_and_ignore_missing() {
     std::fs::write(&list, "s01-002 extra fields\ns02-001\n").unwrap();
     let out = w.path("sub.ark");
     let link = w.dir.path().join("lattice-copy");
-    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_amtool"), &link).unwrap();
+    std::os::unix::fs::symlink(common::amtool_bin(), &link).unwrap();
     let lc = |args: &[String]| run_cmd(Command::new(&link).args(args));
     let (code, err) = lc(&[
         format!("--include={list}"),

@@ -11,8 +11,11 @@
 //! occupancy ratios (≤ 3e-6 observed). The objective change Kaldi prints is
 //! a difference of two float sums of ~10⁵, so it agrees to ~1e-4 relative.
 
+mod common;
+
+use common::{path, read_table, run, run_exe};
+
 use std::io::Read;
-use std::process::Command;
 
 use amtool::formats::kaldi::gmm::AmDiagGmm;
 use amtool::formats::kaldi::holder::Posterior;
@@ -22,22 +25,6 @@ use amtool::formats::kaldi::table::{SequentialTableReader, TableWriter};
 const S: &str = "testdata/kaldi/score";
 const F: &str = "testdata/kaldi/feats";
 const MDL: &str = "testdata/kaldi/final.mdl";
-
-fn run_exe(exe: &std::path::Path, args: &[&str]) -> (i32, String) {
-    let out = Command::new(exe).args(args).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn run(args: &[&str]) -> (i32, String) {
-    run_exe(std::path::Path::new(env!("CARGO_BIN_EXE_amtool")), args)
-}
-
-fn tmp(dir: &tempfile::TempDir, name: &str) -> String {
-    dir.path().join(name).display().to_string()
-}
 
 /// The number in a log line after `prefix` (up to the next space).
 fn logged(err: &str, prefix: &str) -> f64 {
@@ -50,13 +37,6 @@ fn logged(err: &str, prefix: &str) -> f64 {
         .unwrap()
         .parse()
         .unwrap()
-}
-
-fn read_models(rspec: &str) -> Vec<(String, AmDiagGmm)> {
-    SequentialTableReader::open(rspec)
-        .unwrap()
-        .map(|e| e.unwrap())
-        .collect()
 }
 
 /// Compares two adapted models with the tolerances of the module docs.
@@ -86,13 +66,13 @@ fn assert_models_close(a: &AmDiagGmm, b: &AmDiagGmm) {
 #[test]
 fn per_utterance_map_equals_kaldis() {
     let dir = tempfile::tempdir().unwrap();
-    let scp = tmp(&dir, "utt1.scp");
+    let scp = path(&dir, "utt1.scp");
     std::fs::write(
         &scp,
         format!("s01-001 {F}/feats_cmvn_deltas.first3.ark:8\n"),
     )
     .unwrap();
-    let out = tmp(&dir, "map_utt.txt");
+    let out = path(&dir, "map_utt.txt");
     let (code, err) = run(&[
         "map-adapt",
         "--use-gpu=no",
@@ -122,10 +102,10 @@ fn per_utterance_map_equals_kaldis() {
     flate2::read::GzDecoder::new(std::fs::File::open(format!("{S}/map_utt.txt.gz")).unwrap())
         .read_to_end(&mut kaldi_txt)
         .unwrap();
-    let kt = tmp(&dir, "kaldi.txt");
+    let kt = path(&dir, "kaldi.txt");
     std::fs::write(&kt, kaldi_txt).unwrap();
-    let mine = read_models(&format!("ark:{out}"));
-    let kaldi = read_models(&format!("ark:{kt}"));
+    let mine = read_table::<AmDiagGmm>(&format!("ark:{out}"));
+    let kaldi = read_table::<AmDiagGmm>(&format!("ark:{kt}"));
     assert_eq!(mine.len(), 1);
     assert_eq!(mine[0].0, "s01-001");
     assert_eq!(kaldi[0].0, "s01-001");
@@ -136,8 +116,8 @@ fn per_utterance_map_equals_kaldis() {
 fn per_speaker_map_equals_kaldis_through_the_kaldi_name() {
     let dir = tempfile::tempdir().unwrap();
     let link = dir.path().join("gmm-adapt-map");
-    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_amtool"), &link).unwrap();
-    let out = tmp(&dir, "map_spk.ark");
+    std::os::unix::fs::symlink(common::amtool_bin(), &link).unwrap();
+    let out = path(&dir, "map_spk.ark");
     let (code, err) = run_exe(
         &link,
         &[
@@ -159,8 +139,8 @@ fn per_speaker_map_equals_kaldis_through_the_kaldi_name() {
     );
     assert!((change - 4.35016).abs() <= 1e-4 * 4.35016, "{change}");
     assert!(err.contains(" over 2089 frames."), "{err}");
-    let mine = read_models(&format!("ark:{out}"));
-    let kaldi = read_models(&format!("ark:{S}/map_spk.s01.ark"));
+    let mine = read_table::<AmDiagGmm>(&format!("ark:{out}"));
+    let kaldi = read_table::<AmDiagGmm>(&format!("ark:{S}/map_spk.s01.ark"));
     assert_eq!(mine.len(), 1);
     assert_eq!((mine[0].0.as_str(), kaldi[0].0.as_str()), ("s01", "s01"));
     assert_models_close(&mine[0].1, &kaldi[0].1);
@@ -188,15 +168,15 @@ fn per_utterance_problems_are_warned_and_counted_as_kaldi_does() {
     let p = first3_posts();
     // s01-002: no posteriors; s01-003: the posteriors of s01-001 (171 frames
     // for 212); a speaker whose utterances have no features.
-    let posts = tmp(&dir, "post.ark");
+    let posts = path(&dir, "post.ark");
     write_posts(&posts, &[("s01-001", &p[0].1), ("s01-003", &p[0].1)]);
-    let spk2utt = tmp(&dir, "spk2utt");
+    let spk2utt = path(&dir, "spk2utt");
     std::fs::write(
         &spk2utt,
         "s01 s01-001 s01-002 s01-003 s01-999\ns09 s09-001\n",
     )
     .unwrap();
-    let out = tmp(&dir, "map.ark");
+    let out = path(&dir, "map.ark");
     let (code, err) = run(&[
         "map-adapt",
         "--use-gpu=no",
@@ -227,7 +207,7 @@ fn per_utterance_problems_are_warned_and_counted_as_kaldi_does() {
     assert!(err.contains("Done 1 files, 2 with errors"), "{err}");
     assert!(err.contains(" over 171 frames."), "{err}");
     // The speaker without data still gets a model: the unadapted one.
-    let models = read_models(&format!("ark:{out}"));
+    let models = read_table::<AmDiagGmm>(&format!("ark:{out}"));
     assert_eq!(
         models.iter().map(|m| m.0.as_str()).collect::<Vec<_>>(),
         ["s01", "s09"]
@@ -247,7 +227,7 @@ fn unknown_transition_ids_and_dimension_mismatch_are_per_utterance_errors() {
     let p = first3_posts();
     let mut bad = p[1].1.clone();
     bad.0[5] = vec![(99_999, 1.0)];
-    let posts = tmp(&dir, "post.ark");
+    let posts = path(&dir, "post.ark");
     write_posts(
         &posts,
         &[
@@ -256,7 +236,7 @@ fn unknown_transition_ids_and_dimension_mismatch_are_per_utterance_errors() {
             ("s01-003", &p[2].1),
         ],
     );
-    let out = tmp(&dir, "map.ark");
+    let out = path(&dir, "map.ark");
     let (code, err) = run(&[
         "map-adapt",
         "--use-gpu=no",
@@ -271,7 +251,7 @@ fn unknown_transition_ids_and_dimension_mismatch_are_per_utterance_errors() {
         "{err}"
     );
     assert!(err.contains("Done 2 files, 1 with errors"), "{err}");
-    assert_eq!(read_models(&format!("ark:{out}")).len(), 2);
+    assert_eq!(read_table::<AmDiagGmm>(&format!("ark:{out}")).len(), 2);
     // 13-dimensional features: every utterance fails, exit status 1.
     let (code, err) = run(&[
         "map-adapt",
@@ -292,7 +272,7 @@ fn unknown_transition_ids_and_dimension_mismatch_are_per_utterance_errors() {
 #[test]
 fn bad_inputs_fail_without_leaving_output() {
     let dir = tempfile::tempdir().unwrap();
-    let out = tmp(&dir, "map.ark");
+    let out = path(&dir, "map.ark");
     // A UBM is not an acoustic model.
     let (code, err) = run(&[
         "map-adapt",
@@ -320,7 +300,7 @@ fn bad_inputs_fail_without_leaving_output() {
     // A feature archive cut inside its second entry: the first utterance is
     // adapted, then reading fails; the output must not exist.
     let feats = std::fs::read(format!("{F}/feats_cmvn_deltas.first3.ark")).unwrap();
-    let cut = tmp(&dir, "cut.ark");
+    let cut = path(&dir, "cut.ark");
     std::fs::write(&cut, &feats[..40_000]).unwrap();
     let (code, err) = run(&[
         "map-adapt",
@@ -354,9 +334,9 @@ fn weighted_posteriors_log_kaldis_unweighted_likelihood_sum() {
             e.1 *= 0.5;
         }
     }
-    let posts = tmp(&dir, "post.ark");
+    let posts = path(&dir, "post.ark");
     write_posts(&posts, &[("s01-001", &p)]);
-    let scp = tmp(&dir, "utt1.scp");
+    let scp = path(&dir, "utt1.scp");
     std::fs::write(
         &scp,
         format!("s01-001 {F}/feats_cmvn_deltas.first3.ark:8\n"),
@@ -368,7 +348,7 @@ fn weighted_posteriors_log_kaldis_unweighted_likelihood_sum() {
         MDL,
         &format!("scp:{scp}"),
         &format!("ark:{posts}"),
-        &format!("ark:{}", tmp(&dir, "m.ark")),
+        &format!("ark:{}", path(&dir, "m.ark")),
     ]);
     assert_eq!(code, 0, "{err}");
     let like = logged(&err, "Overall acoustic likelihood was ");

@@ -14,8 +14,9 @@
 //! (`score::likes::preselect_loglikes`) reproduces Kaldi's numbers bit for bit,
 //! which is how we know. Gaussian selections are compared exactly.
 
-use std::io::Read;
-use std::process::Command;
+mod common;
+
+use common::{path, run, run_exe, text};
 
 use amtool::formats::kaldi::holder::{Int32VectorVector, Posterior};
 use amtool::formats::kaldi::matrix::Matrix;
@@ -28,37 +29,12 @@ const MDL: &str = "testdata/kaldi/final.mdl";
 const UBM: &str = "testdata/kaldi/train/ubm.1.dubm";
 const FUBM: &str = "testdata/kaldi/train/fubm.1.fubm";
 
-fn run_exe(exe: &std::path::Path, args: &[&str]) -> (i32, String) {
-    let out = Command::new(exe).args(args).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn run(args: &[&str]) -> (i32, String) {
-    run_exe(std::path::Path::new(env!("CARGO_BIN_EXE_amtool")), args)
-}
-
 /// Runs amtool through a link named like the Kaldi tool.
 fn run_as(tool: &str, args: &[&str]) -> (i32, String) {
     let dir = tempfile::tempdir().unwrap();
     let link = dir.path().join(tool);
-    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_amtool"), &link).unwrap();
+    std::os::unix::fs::symlink(common::amtool_bin(), &link).unwrap();
     run_exe(&link, args)
-}
-
-fn text(p: &str) -> String {
-    let raw = std::fs::read(p).unwrap();
-    if p.ends_with(".gz") {
-        let mut s = String::new();
-        flate2::read::GzDecoder::new(&raw[..])
-            .read_to_string(&mut s)
-            .unwrap();
-        s
-    } else {
-        String::from_utf8(raw).unwrap()
-    }
 }
 
 /// Tokens of two text archives: the non-numeric ones (keys, brackets) equal,
@@ -83,14 +59,10 @@ fn compare_text(got: &str, want: &str, tol: impl Fn(f64) -> f64) -> f64 {
     worst
 }
 
-fn tmp(dir: &tempfile::TempDir, name: &str) -> String {
-    dir.path().join(name).display().to_string()
-}
-
 #[test]
 fn compute_likes_equal_kaldis() {
     let dir = tempfile::tempdir().unwrap();
-    let out = tmp(&dir, "likes.ark");
+    let out = path(&dir, "likes.ark");
     let (code, err) = run(&["score", "--use-gpu=no", MDL, FEATS, &format!("ark:{out}")]);
     assert_eq!(code, 0, "{err}");
     assert!(
@@ -120,13 +92,13 @@ fn compute_likes_equal_kaldis() {
         }
     }
     // Text output through the Kaldi tool name; first utterance only.
-    let scp = tmp(&dir, "first1.scp");
+    let scp = path(&dir, "first1.scp");
     std::fs::write(
         &scp,
         "s01-001 testdata/kaldi/feats/feats_cmvn_deltas.first3.ark:8\n",
     )
     .unwrap();
-    let txt = tmp(&dir, "likes.txt");
+    let txt = path(&dir, "likes.txt");
     let (code, err) = run_as(
         "gmm-compute-likes",
         &[
@@ -152,7 +124,7 @@ fn compute_likes_equal_kaldis() {
 #[test]
 fn diagonal_frame_likes_and_averages_equal_kaldis() {
     let dir = tempfile::tempdir().unwrap();
-    let out = tmp(&dir, "fl.txt");
+    let out = path(&dir, "fl.txt");
     let (code, err) = run_as(
         "gmm-global-get-frame-likes",
         &["--use-gpu=no", UBM, FEATS, &format!("ark,t:{out}")],
@@ -170,7 +142,7 @@ fn diagonal_frame_likes_and_averages_equal_kaldis() {
         &text(&format!("{F}/ubm.1.frame_likes_first3.txt")),
         |_| 1e-3,
     );
-    let avg = tmp(&dir, "avg.txt");
+    let avg = path(&dir, "avg.txt");
     let (code, err) = run(&[
         "score",
         "--use-gpu=no",
@@ -192,7 +164,7 @@ fn diagonal_frame_likes_and_averages_equal_kaldis() {
 #[test]
 fn full_covariance_frame_likes_equal_kaldis() {
     let dir = tempfile::tempdir().unwrap();
-    let out = tmp(&dir, "ffl.txt");
+    let out = path(&dir, "ffl.txt");
     let (code, err) = run_as(
         "fgmm-global-get-frame-likes",
         &["--use-gpu=no", FUBM, FEATS, &format!("ark,t:{out}")],
@@ -207,7 +179,7 @@ fn full_covariance_frame_likes_equal_kaldis() {
     );
     // With --gselect only the selected Gaussians are evaluated, in Kaldi's
     // arithmetic: identical output and log line.
-    let g = tmp(&dir, "ffg.txt");
+    let g = path(&dir, "ffg.txt");
     let (code, err) = run_as(
         "fgmm-global-get-frame-likes",
         &[
@@ -226,7 +198,7 @@ fn full_covariance_frame_likes_equal_kaldis() {
         err.contains("Overall likelihood per frame = -81.1108 over 659 frames."),
         "{err}"
     );
-    let avg = tmp(&dir, "favg.txt");
+    let avg = path(&dir, "favg.txt");
     let (code, err) = run(&[
         "score",
         "--use-gpu=no",
@@ -248,8 +220,8 @@ fn full_covariance_frame_likes_equal_kaldis() {
 #[test]
 fn gselect_equals_kaldis_exactly() {
     let dir = tempfile::tempdir().unwrap();
-    let out = tmp(&dir, "g.txt");
-    let ark = tmp(&dir, "g.ark");
+    let out = path(&dir, "g.txt");
+    let ark = path(&dir, "g.ark");
     let (code, err) = run_as(
         "gmm-gselect",
         &["--n=5", "--use-gpu=no", UBM, FEATS, &format!("ark,t:{out}")],
@@ -270,7 +242,7 @@ fn gselect_equals_kaldis_exactly() {
         ),
         "{err}"
     );
-    let likes = tmp(&dir, "likes.txt");
+    let likes = path(&dir, "likes.txt");
     let (code, err) = run(&[
         "gselect",
         "--n=5",
@@ -332,7 +304,7 @@ fn gselect_equals_kaldis_exactly() {
 fn gselect_refines_a_preselection() {
     // Re-selecting the best 3 among Kaldi's best 5 gives their first 3.
     let dir = tempfile::tempdir().unwrap();
-    let out = tmp(&dir, "g3.ark");
+    let out = path(&dir, "g3.ark");
     let pre = format!("ark:{F}/ubm.1.gselect.first3.ark");
     let (code, err) = run(&[
         "gselect",
@@ -363,7 +335,7 @@ fn gselect_refines_a_preselection() {
 #[test]
 fn global_get_post_equals_kaldis() {
     let dir = tempfile::tempdir().unwrap();
-    let out = tmp(&dir, "post.txt");
+    let out = path(&dir, "post.txt");
     let (code, err) = run_as(
         "gmm-global-get-post",
         &[
@@ -408,11 +380,11 @@ fn global_get_post_equals_kaldis() {
         "--use-gpu=no",
         UBM,
         FEATS,
-        &format!("ark:{}", tmp(&dir, "p.ark")),
+        &format!("ark:{}", path(&dir, "p.ark")),
     ]);
     assert_eq!(code, 0, "{err}");
     let pruned: Vec<(String, Posterior)> =
-        SequentialTableReader::open(&format!("ark:{}", tmp(&dir, "p.ark")))
+        SequentialTableReader::open(&format!("ark:{}", path(&dir, "p.ark")))
             .unwrap()
             .map(|e| e.unwrap())
             .collect();
@@ -464,8 +436,8 @@ fn parse_post_text(s: &str) -> Vec<PostText> {
 #[test]
 fn gselect_to_post_is_byte_identical_to_kaldis() {
     let dir = tempfile::tempdir().unwrap();
-    let txt = tmp(&dir, "p.txt");
-    let ark = tmp(&dir, "p.ark");
+    let txt = path(&dir, "p.txt");
+    let ark = path(&dir, "p.ark");
     let gs = format!("ark:{S}/fubm.1.gselect.first3.ark");
     let (code, err) = run_as(
         "fgmm-global-gselect-to-post",
@@ -506,9 +478,9 @@ fn missing_or_wrong_size_gselect_is_counted_per_utterance() {
         .rsplit_once(';')
         .unwrap()
         .0;
-    let g = tmp(&dir, "g.txt");
+    let g = path(&dir, "g.txt");
     std::fs::write(&g, format!("{}\n{short}; \n", lines[0])).unwrap();
-    let out = tmp(&dir, "o.txt");
+    let out = path(&dir, "o.txt");
     let (code, err) = run(&[
         "score",
         &format!("--gselect=ark,t:{g}"),
@@ -552,7 +524,7 @@ fn missing_or_wrong_size_gselect_is_counted_per_utterance() {
 #[test]
 fn dimension_mismatch_fails_without_leaving_output() {
     let dir = tempfile::tempdir().unwrap();
-    let out = tmp(&dir, "likes.ark");
+    let out = path(&dir, "likes.ark");
     // 13-dimensional MFCCs against 39-dimensional models.
     let raw = format!("ark:{F}/feats.first3.ark");
     for model in [MDL, UBM, FUBM] {
@@ -583,7 +555,7 @@ fn dimension_mismatch_fails_without_leaving_output() {
 #[test]
 fn bad_models_and_options_are_clear_errors() {
     let dir = tempfile::tempdir().unwrap();
-    let out = format!("ark:{}", tmp(&dir, "o.ark"));
+    let out = format!("ark:{}", path(&dir, "o.ark"));
     // Not a model at all.
     let (code, err) = run(&["score", "testdata/kaldi/topo", FEATS, &out]);
     assert_eq!(code, 1);
@@ -596,7 +568,7 @@ fn bad_models_and_options_are_clear_errors() {
     assert_eq!(code, 1);
     assert!(err.contains("nope.mdl"), "{err}");
     // Truncated model.
-    let bad = tmp(&dir, "trunc.dubm");
+    let bad = path(&dir, "trunc.dubm");
     std::fs::write(&bad, &std::fs::read(UBM).unwrap()[..5000]).unwrap();
     let (code, err) = run(&["gselect", &bad, FEATS, &out]);
     assert_eq!(code, 1);
@@ -612,7 +584,7 @@ fn bad_models_and_options_are_clear_errors() {
     assert_eq!(code, 1);
     assert!(err.contains("--min-post"), "{err}");
     // A GMM with no Gaussians (parses, but nothing can be selected).
-    let empty = tmp(&dir, "empty.dubm");
+    let empty = path(&dir, "empty.dubm");
     std::fs::write(
         &empty,
         "<DiagGMM> \n<GCONSTS>  [ ]\n<WEIGHTS>  [ ]\n<MEANS_INVVARS>  [ ]\n<INV_VARS>  [ ]\n</DiagGMM> \n",
@@ -664,7 +636,7 @@ fn gpu_scores_equal_cpu_scores() {
     for model in [MDL, UBM, FUBM] {
         let mut outs = Vec::new();
         for gpu in ["no", "yes"] {
-            let out = tmp(&dir, &format!("{gpu}.txt"));
+            let out = path(&dir, &format!("{gpu}.txt"));
             let (code, err) = run(&[
                 "score",
                 &format!("--use-gpu={gpu}"),
@@ -689,7 +661,7 @@ fn gpu_scores_equal_cpu_scores() {
         (UBM, format!("{F}/ubm.1.gselect_first3.txt")),
         (FUBM, format!("{S}/fubm.1.gselect_first3.txt")),
     ] {
-        let out = tmp(&dir, "g.txt");
+        let out = path(&dir, "g.txt");
         let (code, err) = run(&[
             "gselect",
             "--n=5",
@@ -708,7 +680,7 @@ fn gpu_scores_equal_cpu_scores() {
 #[test]
 fn batched_scoring_keeps_order_and_values() {
     let dir = tempfile::tempdir().unwrap();
-    let scp = tmp(&dir, "many.scp");
+    let scp = path(&dir, "many.scp");
     // s01-001 (171 frames) 200 times under new keys: 34200 frames.
     let mut lines = String::new();
     for i in 0..200 {
@@ -717,7 +689,7 @@ fn batched_scoring_keeps_order_and_values() {
         ));
     }
     std::fs::write(&scp, lines).unwrap();
-    let out = tmp(&dir, "many.ark");
+    let out = path(&dir, "many.ark");
     let (code, err) = run(&[
         "score",
         "--use-gpu=no",
@@ -739,7 +711,7 @@ fn batched_scoring_keeps_order_and_values() {
         assert_eq!(k, &format!("u{i:03}"));
         assert_eq!(m, &all[0].1, "{k}");
     }
-    let fl = tmp(&dir, "fl.ark");
+    let fl = path(&dir, "fl.ark");
     let (code, err) = run(&[
         "score",
         "--use-gpu=no",

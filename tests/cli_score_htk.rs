@@ -5,8 +5,9 @@
 //! mixture weights (log Σ_m c_m N(x; μ_m, diag σ²_m)), column by column in
 //! the documented order: the emitting states of the listed HMMs, in list order.
 
-use std::io::Read;
-use std::process::Command;
+mod common;
+
+use common::{gunzip, run};
 
 use amtool_formats::htk::mmf::{Covariance, HmmList, HmmSet};
 use amtool_formats::htk::param::ParamFile;
@@ -15,25 +16,6 @@ use amtool_formats::kaldi::table::SequentialTableReader;
 
 const H: &str = "testdata/htk/herest";
 const UTTS: [&str; 2] = ["spk01_u001", "spk02_u003"];
-
-fn gunzip(p: &str) -> Vec<u8> {
-    let mut v = Vec::new();
-    flate2::read::GzDecoder::new(std::fs::File::open(p).unwrap())
-        .read_to_end(&mut v)
-        .unwrap();
-    v
-}
-
-fn run(args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_amtool"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 /// log Σ_m c_m N(x; μ_m, diag σ²_m) of set state `s`, in f64.
 fn state_ll(set: &HmmSet, s: usize, x: &[f32]) -> f64 {

@@ -10,9 +10,11 @@
 //! a different order, so posteriors differ by float rounding (~1e-7
 //! relative), and sums over thousands of frames carry that.
 
-use std::io::Read;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
+
+use common::{ok, path, read, run, run_exe, tmp};
+
+use std::path::Path;
 
 use amtool_formats::kaldi::accs::{AccumDiagGmm, AccumFullGmm, AmAccs};
 use amtool_formats::kaldi::gmm::{DiagGmm, FullGmm};
@@ -23,46 +25,6 @@ const K: &str = "testdata/kaldi";
 const FEATS: &str = "scp:testdata/kaldi/acc/feats_cmvn_deltas.scp";
 const ALI: &str = "ark:gunzip -c testdata/kaldi/acc/ali.ark.gz |";
 const POST: &str = "ark:gunzip -c testdata/kaldi/acc/post.ark.gz |";
-
-fn amtool() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_amtool"))
-}
-
-/// Runs amtool (or a shim path) with `args`; returns (exit code, stderr).
-fn run_exe(exe: &Path, args: &[&str]) -> (i32, String) {
-    let out = Command::new(exe).args(args).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn run(args: &[&str]) -> (i32, String) {
-    let out = amtool().args(args).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn ok(args: &[&str]) -> String {
-    let (code, err) = run(args);
-    assert_eq!(code, 0, "amtool {args:?} failed:\n{err}");
-    err
-}
-
-fn read(p: &str) -> Vec<u8> {
-    let b = std::fs::read(p).unwrap_or_else(|e| panic!("{p}: {e}"));
-    if p.ends_with(".gz") {
-        let mut out = Vec::new();
-        flate2::read::GzDecoder::new(&b[..])
-            .read_to_end(&mut out)
-            .unwrap();
-        out
-    } else {
-        b
-    }
-}
 
 /// Kaldi log line bodies (after the `LOG (...) ` prefix) of a stderr text.
 fn log_bodies(stderr: &str) -> Vec<String> {
@@ -180,14 +142,6 @@ fn read_am_accs(p: &str) -> AmAccs {
     AmAccs::from_bytes(&read(p)).unwrap_or_else(|e| panic!("{p}: {e}"))
 }
 
-fn tmp() -> tempfile::TempDir {
-    tempfile::tempdir().unwrap()
-}
-
-fn path(d: &tempfile::TempDir, n: &str) -> String {
-    d.path().join(n).display().to_string()
-}
-
 /// Tolerances of [occupancy, Σγx, Σγx²] (scaled as in [`stats_diff`]).
 /// Kaldi's float log-likelihoods of this model are sums of terms up to ~1e4,
 /// so they carry ~1e-4..1e-3 absolute rounding; a posterior far in a
@@ -258,7 +212,7 @@ fn acc_stats_with_posteriors_matches_gmm_acc_stats() {
     // detecting posteriors. Kaldi's gmm-acc-stats on ali-to-post posteriors
     // wrote a file byte-identical to all.acc (fixture README).
     let link = d.path().join("gmm-acc-stats");
-    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_amtool"), &link).unwrap();
+    std::os::unix::fs::symlink(common::amtool_bin(), &link).unwrap();
     let out1 = path(&d, "post1.acc");
     let (code, err) = run_exe(
         &link,
@@ -415,7 +369,7 @@ fn est_reproduces_gmm_est() {
 
     // --mix-up=700 --power=0.25 through the gmm-est shim: the same Gaussians per pdf.
     let link = d.path().join("gmm-est");
-    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_amtool"), &link).unwrap();
+    std::os::unix::fs::symlink(common::amtool_bin(), &link).unwrap();
     let mix = path(&d, "mix.mdl");
     let (code, err) = run_exe(
         &link,
@@ -465,7 +419,7 @@ fn global_diag_acc_sum_est_match_kaldi() {
     // Kaldi's halves through the gmm-global-sum-accs shim, text output:
     // identical to Kaldi's ubm.0.sum.acc.txt.
     let link = d.path().join("gmm-global-sum-accs");
-    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_amtool"), &link).unwrap();
+    std::os::unix::fs::symlink(common::amtool_bin(), &link).unwrap();
     let sum = path(&d, "sum.txt");
     let (code, err) = run_exe(
         &link,
@@ -560,7 +514,7 @@ fn global_full_acc_and_est_match_kaldi() {
 
     // --gselect (Kaldi's ubm.1.gselect.ark, 5 per frame) through the shim.
     let link = d.path().join("fgmm-global-acc-stats");
-    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_amtool"), &link).unwrap();
+    std::os::unix::fs::symlink(common::amtool_bin(), &link).unwrap();
     let gs = path(&d, "gselect.acc");
     let (code, err) = run_exe(
         &link,
@@ -785,7 +739,7 @@ fn missing_and_wrong_length_alignments_are_warned_counted_and_skipped() {
     write_lines(&ptxt, &plines);
     ok(&["copy", &format!("ark:{ptxt}"), &format!("ark:{post}")]);
     let link = d.path().join("gmm-acc-stats");
-    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_amtool"), &link).unwrap();
+    std::os::unix::fs::symlink(common::amtool_bin(), &link).unwrap();
     let (code, err) = run_exe(
         &link,
         &[

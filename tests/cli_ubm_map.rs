@@ -6,38 +6,21 @@
 //! Tolerances: means are stored by Kaldi's DiagGmm as μ/σ² and 1/σ² in float,
 //! so a mean read back is within ~1e-6 relative (1e-5 used).
 
-use std::process::Command;
+mod common;
+
+use common::{read_table as read, run};
 
 use amtool::formats::kaldi::gmm::DiagGmm;
 use amtool::formats::kaldi::matrix::Vector;
-use amtool::formats::kaldi::table::SequentialTableReader;
 
 const UBM: &str = "testdata/kaldi/train/ubm.1.dubm";
 const FEATS: &str = "ark:testdata/kaldi/feats/feats_cmvn_deltas.first3.ark";
-
-fn run(args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_amtool"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 fn means(g: &DiagGmm) -> Vec<f64> {
     g.means_invvars
         .iter()
         .zip(&g.inv_vars)
         .map(|(&m, &iv)| m as f64 / iv as f64)
-        .collect()
-}
-
-fn read<T: amtool::formats::kaldi::holder::Holder>(rspec: &str) -> Vec<(String, T)> {
-    SequentialTableReader::open(rspec)
-        .unwrap()
-        .map(|e| e.unwrap())
         .collect()
 }
 

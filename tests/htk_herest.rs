@@ -4,7 +4,8 @@
 //! `-p 1` accumulators and the `-p 0` merge, HERest's printed numbers, and the
 //! error paths.
 
-use std::io::Read;
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -16,12 +17,7 @@ use amtool_formats::htk::mmf::HmmSet;
 const TD: &str = "testdata/htk/herest";
 
 fn gunzip(rel: &str) -> Vec<u8> {
-    let f = std::fs::File::open(Path::new(TD).join(rel)).unwrap();
-    let mut out = Vec::new();
-    flate2::read::GzDecoder::new(f)
-        .read_to_end(&mut out)
-        .unwrap();
-    out
+    common::gunzip(Path::new(TD).join(rel))
 }
 
 /// A temporary folder holding the start model `m`.mmf and an output folder.
@@ -36,7 +32,7 @@ fn workdir(m: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
 
 /// Runs `amtool herest ARGS` in testdata/htk/herest; (exit code, stdout, stderr).
 fn herest(args: &[&str]) -> (i32, String, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_amtool"))
+    let o = common::amtool()
         .arg("herest")
         .args(args)
         .current_dir(TD)
@@ -708,7 +704,7 @@ fn herest_shim_takes_htk_options() {
     // Invoked as `HERest` (a link), amtool takes HERest's own command line.
     let (d, mmf, out) = workdir("mono1");
     let link = d.path().join("HERest");
-    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_amtool"), &link).unwrap();
+    std::os::unix::fs::symlink(common::amtool_bin(), &link).unwrap();
     let o = Command::new(&link)
         .args([
             "-A",

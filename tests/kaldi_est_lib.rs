@@ -2,7 +2,9 @@
 //! model (testdata/kaldi: final.mdl, all.acc → train/est*.mdl; ubm.0.* →
 //! train/ubm.1*.dubm; fubm.0.* → train/fubm.1.fubm).
 
-use std::io::Read;
+mod common;
+
+use common::read;
 
 use amtool::stats::mle_diag::MleDiagOptions;
 use amtool::stats::mle_full::MleFullOptions;
@@ -10,19 +12,6 @@ use amtool::train::est::{est_am, est_diag, est_full, AmEstOptions, GlobalEstOpti
 use amtool_formats::kaldi::accs::{AccumDiagGmm, AccumFullGmm, AmAccs};
 use amtool_formats::kaldi::gmm::{DiagGmm, FullGmm};
 use amtool_formats::kaldi::model::KaldiModel;
-
-fn read(p: &str) -> Vec<u8> {
-    let b = std::fs::read(p).unwrap_or_else(|e| panic!("{p}: {e}"));
-    if p.ends_with(".gz") {
-        let mut out = Vec::new();
-        flate2::read::GzDecoder::new(&b[..])
-            .read_to_end(&mut out)
-            .unwrap();
-        out
-    } else {
-        b
-    }
-}
 
 fn logs(m: &[Msg]) -> Vec<String> {
     m.iter()

@@ -10,10 +10,10 @@ use amtool_formats::kaldi::matrix::Matrix;
 use amtool_formats::kaldi::table::{SequentialTableReader, TableWriter};
 
 use super::engine_args::EngineArgs;
+use super::global_gmm::{gaussians_to_keep, read_global_model};
 use super::KaldiStandard;
 use crate::score::gselect::posterior_entry;
 use crate::score::likes::component_loglikes;
-use crate::score::model_file::ModelFile;
 use crate::stats::fmt_g;
 use crate::{kaldi_log, kaldi_warn};
 
@@ -49,31 +49,17 @@ pub fn run(args: GetPostArgs) -> i32 {
 }
 
 fn get_post(args: &GetPostArgs) -> Result<i32, String> {
-    let file = ModelFile::read(&args.model).map_err(|e| e.to_string())?;
-    if !file.is_global() {
-        return Err(format!(
-            "{}: posteriors over Gaussians need a global DiagGmm or FullGmm, not an acoustic model",
-            args.model
-        ));
-    }
+    let model = read_global_model(
+        &args.model,
+        "posteriors over Gaussians need a global DiagGmm or FullGmm",
+    )?;
     if args.n <= 0 {
         return Err(format!("--n={} must be positive", args.n));
     }
     if !(args.min_post >= 0.0 && args.min_post < 1.0) {
         return Err(format!("--min-post={} must be in [0, 1)", args.min_post));
     }
-    let model = file.acoustic_model();
-    let num_gauss = model.states[0].num_components();
-    if num_gauss == 0 {
-        return Err(format!("{}: the GMM has no Gaussians", args.model));
-    }
-    let mut n = args.n as usize;
-    if n > num_gauss {
-        kaldi_warn!(
-            "You asked for {n} Gaussians but GMM only has {num_gauss}, returning this many. "
-        );
-        n = num_gauss;
-    }
+    let (num_gauss, n) = gaussians_to_keep(&model, &args.model, args.n as usize, "")?;
     let engine = args.engine.engine()?;
     let mut loaded = engine.load(&model).map_err(|e| e.to_string())?;
     let mut reader =

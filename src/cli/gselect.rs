@@ -10,11 +10,11 @@ use amtool_formats::kaldi::matrix::Matrix;
 use amtool_formats::kaldi::table::{RandomAccessTableReader, SequentialTableReader, TableWriter};
 
 use super::engine_args::EngineArgs;
+use super::global_gmm::{gaussians_to_keep, read_global_model};
 use super::KaldiStandard;
 use crate::model::CovKind;
 use crate::score::gselect::select_top;
 use crate::score::likes::{component_loglikes, preselect_loglikes};
-use crate::score::model_file::ModelFile;
 use crate::stats::fmt_g;
 use crate::{kaldi_log, kaldi_warn};
 
@@ -53,29 +53,19 @@ pub fn run(args: GselectArgs) -> i32 {
 }
 
 fn gselect(args: &GselectArgs) -> Result<i32, String> {
-    let file = ModelFile::read(&args.model).map_err(|e| e.to_string())?;
-    if !file.is_global() {
-        return Err(format!(
-            "{}: Gaussian selection needs a global DiagGmm or FullGmm, not an acoustic model",
-            args.model
-        ));
-    }
+    let model = read_global_model(
+        &args.model,
+        "Gaussian selection needs a global DiagGmm or FullGmm",
+    )?;
     if args.n <= 0 {
         return Err(format!("--n={} must be positive", args.n));
     }
-    let model = file.acoustic_model();
-    let num_gauss = model.states[0].num_components();
-    if num_gauss == 0 {
-        return Err(format!("{}: the GMM has no Gaussians", args.model));
-    }
-    let mut n = args.n as usize;
-    if n > num_gauss {
-        kaldi_warn!(
-            "You asked for {n} Gaussians but GMM only has {num_gauss}, returning this many. \
-             Note: this means the Gaussian selection is pointless."
-        );
-        n = num_gauss;
-    }
+    let (num_gauss, n) = gaussians_to_keep(
+        &model,
+        &args.model,
+        args.n as usize,
+        "Note: this means the Gaussian selection is pointless.",
+    )?;
     // With --gselect the preselected Gaussians are evaluated on the host: no engine.
     let engine = if args.gselect.is_empty() {
         Some(args.engine.engine()?)

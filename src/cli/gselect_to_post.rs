@@ -10,10 +10,10 @@ use amtool_formats::kaldi::holder::{Int32VectorVector, Posterior};
 use amtool_formats::kaldi::matrix::Matrix;
 use amtool_formats::kaldi::table::{RandomAccessTableReader, SequentialTableReader, TableWriter};
 
+use super::global_gmm::{gselect_for, read_global_model};
 use super::KaldiStandard;
 use crate::score::gselect::preselected_posteriors;
 use crate::score::likes::preselect_loglikes;
-use crate::score::model_file::ModelFile;
 use crate::stats::fmt_g;
 use crate::{kaldi_log, kaldi_warn};
 
@@ -47,14 +47,10 @@ pub fn run(args: GselectToPostArgs) -> i32 {
 }
 
 fn gselect_to_post(args: &GselectToPostArgs) -> Result<i32, String> {
-    let file = ModelFile::read(&args.model).map_err(|e| e.to_string())?;
-    if !file.is_global() {
-        return Err(format!(
-            "{}: posteriors over Gaussians need a global FullGmm or DiagGmm, not an acoustic model",
-            args.model
-        ));
-    }
-    let model = file.acoustic_model();
+    let model = read_global_model(
+        &args.model,
+        "posteriors over Gaussians need a global FullGmm or DiagGmm",
+    )?;
     let mut reader =
         SequentialTableReader::<Matrix<f32>>::open(&args.features).map_err(|e| e.to_string())?;
     let mut gselect = RandomAccessTableReader::<Int32VectorVector>::open(&args.gselect)
@@ -64,19 +60,10 @@ fn gselect_to_post(args: &GselectToPostArgs) -> Result<i32, String> {
     let (mut tot_loglike, mut tot_frames, mut tot_posts) = (0f64, 0f64, 0i64);
     'utts: while let Some((key, feats)) = reader.next_entry().map_err(|e| e.to_string())? {
         let frames = feats.rows();
-        let Some(sel) = gselect.get(&key).map_err(|e| e.to_string())? else {
-            kaldi_warn!("No gselect information for utterance {key}");
+        let Some(sel) = gselect_for(&mut gselect, &key, frames)? else {
             num_err += 1;
             continue;
         };
-        if sel.0.len() != frames {
-            kaldi_warn!(
-                "gselect information for utterance {key} has wrong size {} vs. {frames}",
-                sel.0.len()
-            );
-            num_err += 1;
-            continue;
-        }
         if frames > 0 && feats.cols() != model.dim {
             kaldi_warn!(
                 "Dimension mismatch for utterance {key}: got {}, expected {}",

@@ -13,6 +13,7 @@ pub mod docs;
 pub mod engine_args;
 pub mod est;
 pub mod global_get_post;
+pub mod global_gmm;
 pub mod gselect;
 pub mod gselect_to_post;
 pub mod herest;

@@ -17,6 +17,7 @@ use amtool_formats::kaldi::matrix::Matrix;
 use amtool_formats::kaldi::model::KaldiModel;
 use amtool_formats::kaldi::table::{RandomAccessTableReader, SequentialTableReader, TableWriter};
 
+use super::train_io::parse_use_gpu;
 use super::KaldiStandard;
 use crate::engine::{self, UseGpu};
 use crate::model::AcousticModel;
@@ -49,18 +50,6 @@ pub struct RescoreLatticeArgs {
     /// Rescored compact lattices, e.g. ark:lat.rescored.1.
     #[arg(value_name = "LATTICE-WSPECIFIER")]
     pub output: String,
-}
-
-/// Kaldi's `--use-gpu` values (`wait` waits for a device in Kaldi; here it means yes).
-pub fn parse_use_gpu(s: &str) -> Result<UseGpu, String> {
-    match s {
-        "yes" | "wait" => Ok(UseGpu::Yes),
-        "no" => Ok(UseGpu::No),
-        "optional" => Ok(UseGpu::Optional),
-        _ => Err(format!(
-            "invalid --use-gpu={s} (expected yes, no or optional)"
-        )),
-    }
 }
 
 /// Run `amtool rescore-lattice`; returns the exit status.
@@ -157,16 +146,4 @@ fn rescore(args: &RescoreLatticeArgs) -> Result<i32, String> {
     writer.close().map_err(|e| e.to_string())?;
     crate::kaldi_log!("Done {num_done} lattices with errors on {num_err}, #frames is {num_frames}");
     Ok(if num_done != 0 { 0 } else { 1 })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn use_gpu_values() {
-        assert_eq!(parse_use_gpu("no"), Ok(UseGpu::No));
-        assert_eq!(parse_use_gpu("optional"), Ok(UseGpu::Optional));
-        assert!(parse_use_gpu("maybe").is_err());
-    }
 }

@@ -18,8 +18,10 @@ use amtool_formats::kaldi::matrix::{Matrix, Vector};
 use amtool_formats::kaldi::table::{RandomAccessTableReader, SequentialTableReader, TableWriter};
 
 use super::engine_args::EngineArgs;
+use super::global_gmm::gselect_for;
 use super::{kaldi, KaldiStandard};
 use crate::engine::LoadedModel;
+use crate::kaldi_log;
 use crate::model::AcousticModel;
 use crate::score::likes::{
     log_sum_exp, preselect_loglikes, state_loglikes_batch, BATCH_FRAMES, BATCH_VALUES,
@@ -27,7 +29,6 @@ use crate::score::likes::{
 use crate::score::model_file::ModelFile;
 use crate::stats::fmt_g;
 use crate::train::prefetch::PrefetchedFeats;
-use crate::{kaldi_log, kaldi_warn};
 
 #[derive(Debug, Clone, Args)]
 pub struct ScoreArgs {
@@ -265,19 +266,10 @@ fn frame_likes(args: &ScoreArgs, model: &AcousticModel) -> Result<i32, String> {
             (Some(g), _) => {
                 let Some((key, feats)) = next else { break };
                 let frames = feats.rows();
-                let Some(sel) = g.get(&key).map_err(|e| e.to_string())? else {
-                    kaldi_warn!("No gselect information for utterance {key}");
+                let Some(sel) = gselect_for(g, &key, frames)? else {
                     num_err += 1;
                     continue;
                 };
-                if sel.0.len() != frames {
-                    kaldi_warn!(
-                        "gselect information for utterance {key} has wrong size {} vs. {frames}",
-                        sel.0.len()
-                    );
-                    num_err += 1;
-                    continue;
-                }
                 let mut likes = Vec::with_capacity(frames);
                 for (t, ids) in sel.0.iter().enumerate() {
                     if ids.is_empty() {

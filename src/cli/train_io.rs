@@ -58,3 +58,15 @@ pub fn print_msgs(msgs: &[Msg]) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn use_gpu_values() {
+        assert_eq!(parse_use_gpu("no"), Ok(UseGpu::No));
+        assert_eq!(parse_use_gpu("optional"), Ok(UseGpu::Optional));
+        assert!(parse_use_gpu("maybe").is_err());
+    }
+}
