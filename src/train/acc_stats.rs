@@ -28,7 +28,7 @@ use crate::train::convert::{
 use crate::{Error, Result};
 
 /// Frames queued before one engine call (about 5 MB of 39-dim features).
-pub const BATCH_FRAMES: usize = 1 << 19;
+pub const BATCH_FRAMES: usize = 1 << 18;
 
 /// What happened to one utterance.
 #[derive(Debug, Clone, PartialEq)]

@@ -15,8 +15,8 @@
 //! reduction adds in item order, in f64, into device accumulators; the host
 //! adds those into the caller's [`ModelAccumulators`] at the end. The chunk
 //! size is fixed (`CHUNK_FRAMES`, halved only when device memory is short;
-//! a call of fewer frames is cut in four), so the same inputs give the same
-//! bits run after run.
+//! a call of fewer frames is cut in two halves), so the same inputs give the
+//! same bits run after run.
 
 use std::sync::Arc;
 
@@ -372,11 +372,11 @@ impl<'e> CudaModel<'e> {
         while nf > ITEM_ENTRIES && nf * bytes_per_frame > free / 2 {
             nf /= 2;
         }
-        // A call of fewer than four chunks' frames (a tool's batch of
-        // utterances) is still cut in four, so the copies of the later
-        // quarters overlap the kernels of the earlier ones.
-        if frames < 4 * nf && frames > 4 * ITEM_ENTRIES {
-            nf = frames.div_ceil(4).next_multiple_of(ITEM_ENTRIES);
+        // A call of fewer than two chunks' frames (a tool's batch of
+        // utterances) is still cut in two, so the copy of the second half
+        // overlaps the kernels of the first.
+        if frames < 2 * nf && frames > 2 * ITEM_ENTRIES {
+            nf = frames.div_ceil(2).next_multiple_of(ITEM_ENTRIES);
         }
         Ok(nf.min(frames.max(1)))
     }
