@@ -753,4 +753,210 @@ extern "C" __global__ void merge_splits(const float2* __restrict__ part, int spl
     out[i] = m + logf(s);
 }
 
+
+#if TC_STATS
+// ---------------------------------------------------------------------------
+// The statistics on the tensor cores (diagonal models, GB == 64, compiled
+// when the host defines TC_STATS). Both passes run the same mma sequence on
+// the same split operands, so the normaliser L_e of entry_loglike_tc and the
+// numerators γ̂ recomputed in accum_stats_tc are bit-identical where they
+// must be (a one-Gaussian state gets γ = exp(0) = 1 exactly).
+// Per-state weights: slots of 64 Gaussians in fragment order (Wf), slot of
+// Gaussian block gb of state s = state_gblock[s] + gb.
+
+// Pass 1: the log-likelihood L_e of TFC entries of one state over all of its
+// Gaussians, and per item Σ weight·L in f64. Items: (state, first, count <= TFC, -).
+extern "C" __global__ void __launch_bounds__(NTC) entry_loglike_tc(
+    const float* __restrict__ feats, const unsigned* __restrict__ frame_of,
+    const float* __restrict__ weight_of, const Item* __restrict__ items,
+    const float* __restrict__ Wf, const int* __restrict__ state_gblock,
+    const int* __restrict__ state_ng, float* __restrict__ entry_ll, double* __restrict__ item_wll) {
+    extern __shared__ __align__(16) float smem[];
+    float* zf = smem;
+    float* wb = smem + TCW * KS * 256;
+    __shared__ float ll[TFC];
+    const Item it = items[blockIdx.x];
+    const ZSrc src = {feats, frame_of, it.first, it.count};
+    load_zfrag(zf, src);
+    __syncthreads();
+    const int G = state_ng[it.state];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    float m[2] = {NEG_BIG, NEG_BIG}, s[2] = {0.0f, 0.0f};
+    tc_walk(Wf + (u64)state_gblock[it.state] * SLOTF, (G + 63) / 64, zf, wb, [&](int gb, float (&c)[8][4]) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const int col = gb * 64 + 8 * j + 2 * t + (i & 1);
+                lse_push1(m[i >> 1], s[i >> 1], col < G ? c[j][i] : -1e30f);
+            }
+    });
+    // Rows g and g+8 of the warp are spread over the 4 lanes of a quad.
+#pragma unroll
+    for (int off = 1; off <= 2; off <<= 1)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const float mo = __shfl_xor_sync(0xffffffffu, m[r], off);
+            const float so = __shfl_xor_sync(0xffffffffu, s[r], off);
+            lse_merge(m[r], s[r], mo, so);
+        }
+    if (t == 0) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const int f = 16 * warp + g + 8 * r;
+            const float l = m[r] + logf(s[r]);
+            ll[f] = l;
+            if (f < it.count) entry_ll[it.first + f] = l;
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double sum = 0.0;
+        for (int f = 0; f < it.count; ++f)
+            sum += (double)(weight_of ? weight_of[it.first + f] : 1.0f) * (double)ll[f];
+        item_wll[blockIdx.x] = sum;
+    }
+}
+
+// Pass 2: for the entries of one item (one state, one block of 64 Gaussians)
+// in sub-tiles of 64, γ = weight·exp(γ̂ − L) (γ̂ = z·w on the tensor cores as
+// in pass 1) and the statistics S[g][k] += Σ_e γ[e][g] z[e][k] as a second
+// mma (M = 64 Gaussians, N = k, K = entries). 8 warps: warp w owns rows
+// 16(w&3).. of both products, columns half (w>>2). S stays in registers over
+// the item and lands in partial[item][64][KZ] (no atomics).
+// Shared memory (floats): W slot KS*1024 | z A-fragments 4*KS*256 |
+// z B-fragments 8*KS*128 | γᵀ A-fragments 4*8*256.
+#define SE 64                  // entries per sub-tile
+#define NH1 4                  // n-tiles (of 8 Gaussians) per warp in γ̂ = z·w
+#define NH2 ((KS + 1) / 2)     // n-tiles (of 8 k) per warp in S += γᵀ z
+extern "C" __global__ void __launch_bounds__(256) accum_stats_tc(
+    const float* __restrict__ feats, const unsigned* __restrict__ frame_of,
+    const float* __restrict__ weight_of, const float* __restrict__ entry_ll,
+    const Item* __restrict__ items, const float* __restrict__ Wf,
+    const int* __restrict__ state_gblock, const int* __restrict__ state_ng,
+    float* __restrict__ partial) {
+    extern __shared__ __align__(16) float smem[];
+    float* wsm = smem;                 // one W slot, fragment order
+    float* za = wsm + KS * 1024;       // [mtile 4][KS][part][lane][4]
+    float* zb = za + 4 * KS * 256;     // [kstep 8][KS ntiles][lane][4]
+    float* gm = zb + 8 * KS * 128;     // [mtile 4][kstep 8][part][lane][4]
+    const Item it = items[blockIdx.x];
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gid = lane >> 2, t = lane & 3;
+    const int G = state_ng[it.state];
+    {
+        const float* src = Wf + ((u64)state_gblock[it.state] + it.gblock) * SLOTF;
+        for (int i = tid * 4; i < SLOTF; i += 256 * 4)
+            *reinterpret_cast<float4*>(wsm + i) = *reinterpret_cast<const float4*>(src + i);
+    }
+    const int mt = warp & 3, half = warp >> 2;
+    const int n1 = half * NH1;                       // first n-tile of γ̂ (Gaussians)
+    const int n2 = half * NH2, n2e = imin(KS, n2 + NH2); // n-tiles of S (k)
+    float acc[NH2][4];
+#pragma unroll
+    for (int j = 0; j < NH2; ++j)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[j][i] = 0.0f;
+
+    for (int sub = 0; sub < it.count; sub += SE) {
+        const int n = imin(SE, it.count - sub), e0 = it.first + sub;
+        __syncthreads();
+        // z of the sub-tile, split once, stored in both operand orders.
+        for (int el = tid; el < SE * KS * 8; el += 256) {
+            const int e = el / (KS * 8), k = el % (KS * 8);
+            float z = 0.0f;
+            if (k < KZ) {
+                z = (k == KZ - 1) ? 1.0f : 0.0f;
+                if (e < n) {
+                    const int en = e0 + e;
+                    const u64 fr = frame_of ? (u64)frame_of[en] : (u64)en;
+                    z = zval(feats + fr * D, k);
+                }
+            }
+            const float hi = tf32r(z), lo = tf32r(z - hi);
+            // A of γ̂ = z·w: row e, column k.
+            {
+                const int m4 = e >> 4, r = e & 15, s8 = k >> 3, c = k & 7;
+                const int ln = (r & 7) * 4 + (c & 3), i = ((r >> 3) & 1) | ((c >> 2) << 1);
+                float* q = za + (m4 * KS + s8) * 256 + ln * 4 + i;
+                q[0] = hi;
+                q[128] = lo;
+            }
+            // B of S += γᵀ z: row e (K), column k (N).
+            {
+                const int s8 = e >> 3, r = e & 7, nt = k >> 3, c = k & 7;
+                const int ln = c * 4 + (r & 3), qq = r >> 2;
+                float* q = zb + ((s8 * KS + nt) * 32 + ln) * 4;
+                q[qq] = hi;
+                q[2 + qq] = lo;
+            }
+        }
+        __syncthreads();
+        // γ̂ for rows 16mt.. and Gaussians 8(n1+j)..
+        float c1[NH1][4];
+#pragma unroll
+        for (int j = 0; j < NH1; ++j)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) c1[j][i] = 0.0f;
+        const float* zr = za + mt * KS * 256 + lane * 4;
+        const float* wl = wsm + lane * 4;
+#pragma unroll 2
+        for (int s8 = 0; s8 < KS; ++s8) {
+            const float4 ah = *reinterpret_cast<const float4*>(zr + s8 * 256);
+            const float4 al = *reinterpret_cast<const float4*>(zr + s8 * 256 + 128);
+#pragma unroll
+            for (int j = 0; j < NH1; ++j) {
+                const float4 b = *reinterpret_cast<const float4*>(wl + (s8 * 8 + n1 + j) * 128);
+                mma_tf32(c1[j], al, b.x, b.y);
+                mma_tf32(c1[j], ah, b.z, b.w);
+                mma_tf32(c1[j], ah, b.x, b.y);
+            }
+        }
+        // γ into the A operand of the second product (γᵀ: row Gaussian, column entry).
+#pragma unroll
+        for (int j = 0; j < NH1; ++j)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const int e = mt * 16 + gid + ((i & 2) ? 8 : 0);
+                const int gg = (n1 + j) * 8 + 2 * t + (i & 1);
+                float gam = 0.0f;
+                if (e < n && it.gblock * 64 + gg < G) {
+                    const float w = weight_of ? weight_of[e0 + e] : 1.0f;
+                    gam = w * __expf(c1[j][i] - entry_ll[e0 + e]);
+                }
+                const float hi = tf32r(gam), lo = tf32r(gam - hi);
+                const int m4 = gg >> 4, r = gg & 15, s8 = e >> 3, c = e & 7;
+                const int ln = (r & 7) * 4 + (c & 3), ii = ((r >> 3) & 1) | ((c >> 2) << 1);
+                float* q = gm + (m4 * 8 + s8) * 256 + ln * 4 + ii;
+                q[0] = hi;
+                q[128] = lo;
+            }
+        __syncthreads();
+        // S[16mt.., 8(n2+j)..] += γᵀ z over the sub-tile's 64 entries.
+        const float* gr = gm + mt * 8 * 256 + lane * 4;
+#pragma unroll
+        for (int s8 = 0; s8 < SE / 8; ++s8) {
+            const float4 ah = *reinterpret_cast<const float4*>(gr + s8 * 256);
+            const float4 al = *reinterpret_cast<const float4*>(gr + s8 * 256 + 128);
+#pragma unroll
+            for (int j = 0; j < NH2; ++j) {
+                if (n2 + j < n2e) {
+                    const float4 b = *reinterpret_cast<const float4*>(zb + ((s8 * KS + n2 + j) * 32 + lane) * 4);
+                    mma_tf32(acc[j], al, b.x, b.y);
+                    mma_tf32(acc[j], ah, b.z, b.w);
+                    mma_tf32(acc[j], ah, b.x, b.y);
+                }
+            }
+        }
+    }
+    float* p = partial + (u64)blockIdx.x * 64 * KZ;
+#pragma unroll
+    for (int j = 0; j < NH2; ++j)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int gg = mt * 16 + gid + ((i & 2) ? 8 : 0);
+            const int k = (n2 + j) * 8 + 2 * t + (i & 1);
+            if (n2 + j < n2e && k < KZ) p[(u64)gg * KZ + k] = acc[j][i];
+        }
+}
+#endif
 #endif
