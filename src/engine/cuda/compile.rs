@@ -35,9 +35,6 @@ pub struct KernelShape {
     /// Warps per CTA of the tensor-core scoring kernel (`block_score_tc`;
     /// 16 frames each), 0 where it is not used.
     pub tcw: usize,
-    /// Whether the statistics run on the tensor cores too (`entry_loglike_tc`
-    /// and `accum_stats_tc`: diagonal models whose operands fit).
-    pub tc_stats: bool,
 }
 
 impl std::hash::Hash for KernelShape {
@@ -49,7 +46,6 @@ impl std::hash::Hash for KernelShape {
             self.gb,
             self.kch,
             self.tcw,
-            self.tc_stats,
         )
             .hash(h);
     }
@@ -105,7 +101,6 @@ impl KernelShape {
             kw,
             wres: false,
             tcw: 0,
-            tc_stats: false,
         };
         shape.wres = shape.smem_stats() + kzv * gb * 4 <= SMEM_BUDGET;
         shape
@@ -118,36 +113,16 @@ impl KernelShape {
     pub fn for_device(mut self, cc: (i32, i32)) -> Self {
         let off = std::env::var("AMTOOL_CUDA_TC").is_ok_and(|v| v == "0");
         self.tcw = 0;
-        self.tc_stats = false;
         if off || cc.0 < 8 {
             return self;
         }
         for w in [8, 4, 2] {
-            let mut s = KernelShape { tcw: w, ..self };
+            let s = KernelShape { tcw: w, ..self };
             if s.smem_tc() <= TC_SMEM_BUDGET {
-                s.tc_stats = s.kind == CovKind::Diagonal
-                    && s.gb == 64
-                    && s.smem_stats_tc() <= TC_SMEM_BUDGET;
                 return s;
             }
         }
         self
-    }
-
-    /// Dynamic shared memory of `accum_stats_tc`: one W slot, the z tile of
-    /// 64 entries in both operand orders, and γᵀ (hi and lo).
-    pub fn smem_stats_tc(&self) -> usize {
-        (self.ks() * 1024 + 4 * self.ks() * 256 + 8 * self.ks() * 128 + 8192) * 4
-    }
-
-    /// Entries a log-likelihood work item may hold (the tile of whichever
-    /// `entry_loglike` kernel runs).
-    pub fn ll_tile(&self) -> usize {
-        if self.tc_stats {
-            16 * self.tcw
-        } else {
-            self.tf
-        }
     }
 
     /// k-steps of 8 of the tensor-core kernels (z zero-padded to a multiple of 8).
@@ -199,7 +174,7 @@ impl KernelShape {
     /// of the source.
     pub fn prelude(&self) -> String {
         let mut s = format!(
-            "#define D {}\n#define KZ {}\n#define FULL {}\n#define TF {}\n#define NT {}\n#define GB {}\n#define KCH {}\n#define KW {}\n#define WRES {}\n#define TCW {}\n#define KS {}\n#define TC_STATS {}\n",
+            "#define D {}\n#define KZ {}\n#define FULL {}\n#define TF {}\n#define NT {}\n#define GB {}\n#define KCH {}\n#define KW {}\n#define WRES {}\n#define TCW {}\n#define KS {}\n",
             self.dim,
             self.kz(),
             u8::from(self.kind == CovKind::Full),
@@ -210,8 +185,7 @@ impl KernelShape {
             self.kw,
             u8::from(self.wres),
             self.tcw,
-            self.ks(),
-            u8::from(self.tc_stats)
+            self.ks()
         );
         if self.kind == CovKind::Full {
             s.push_str("__device__ const unsigned short PAIRS[] = {");
@@ -382,9 +356,8 @@ mod tests {
         // The benchmark's diagonal shapes get 8 warps (128-frame tiles).
         for d in [36, 40] {
             let s = KernelShape::for_model(d, CovKind::Diagonal).for_device((9, 0));
-            assert_eq!((s.tcw, s.score_tile(), s.ll_tile()), (8, 128, 128), "{s:?}");
-            assert!(s.tc_stats && s.smem_tc() <= TC_SMEM_BUDGET);
-            assert!(s.smem_stats_tc() <= TC_SMEM_BUDGET);
+            assert_eq!((s.tcw, s.score_tile()), (8, 128), "{s:?}");
+            assert!(s.smem_tc() <= TC_SMEM_BUDGET);
         }
         // No mma.sync before sm_80; long z (full covariance, D=36) stays on FP32.
         assert_eq!(
@@ -403,7 +376,6 @@ mod tests {
             for kind in [CovKind::Diagonal, CovKind::Full] {
                 let s = KernelShape::for_model(d, kind).for_device((9, 0));
                 assert!(s.tcw == 0 || s.smem_tc() <= TC_SMEM_BUDGET, "{s:?}");
-                assert!(!s.tc_stats || (s.tcw > 0 && s.smem_stats_tc() <= TC_SMEM_BUDGET));
                 assert!(s.prelude().contains(&format!("#define TCW {}\n", s.tcw)));
             }
         }

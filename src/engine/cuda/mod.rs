@@ -41,9 +41,6 @@ pub(crate) struct Kernels {
     /// has them (`shape.tcw > 0`).
     pub block_score_tc: Option<CudaFunction>,
     pub merge_splits: Option<CudaFunction>,
-    /// The tensor-core statistics kernels, where `shape.tc_stats`.
-    pub entry_loglike_tc: Option<CudaFunction>,
-    pub accum_stats_tc: Option<CudaFunction>,
     _module: Arc<CudaModule>,
 }
 
@@ -156,8 +153,6 @@ impl CudaEngine {
             sum_f64: f("sum_f64")?,
             block_score_tc: (shape.tcw > 0).then(|| f("block_score_tc")).transpose()?,
             merge_splits: (shape.tcw > 0).then(|| f("merge_splits")).transpose()?,
-            entry_loglike_tc: shape.tc_stats.then(|| f("entry_loglike_tc")).transpose()?,
-            accum_stats_tc: shape.tc_stats.then(|| f("accum_stats_tc")).transpose()?,
             _module: module.clone(),
         });
         use cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES as MAX_DYN;
@@ -170,15 +165,9 @@ impl CudaEngine {
             func.set_attribute(MAX_DYN, bytes as i32)
                 .map_err(driver_err("shared memory size"))?;
         }
-        for (func, bytes) in [
-            (&k.block_score_tc, shape.smem_tc()),
-            (&k.entry_loglike_tc, shape.smem_tc()),
-            (&k.accum_stats_tc, shape.smem_stats_tc()),
-        ] {
-            if let Some(func) = func {
-                func.set_attribute(MAX_DYN, bytes as i32)
-                    .map_err(driver_err("shared memory size"))?;
-            }
+        if let Some(func) = &k.block_score_tc {
+            func.set_attribute(MAX_DYN, shape.smem_tc() as i32)
+                .map_err(driver_err("shared memory size"))?;
         }
         map.insert(shape, k.clone());
         Ok(k)

@@ -56,9 +56,6 @@ struct StateDev {
     w: CudaSlice<f32>,
     gblock: CudaSlice<i32>,
     ng: CudaSlice<i32>,
-    /// The same weights in the tensor-core operand order ([`to_fragments`];
-    /// the blocks of 64 Gaussians are its slots), where `shape.tc_stats`.
-    wf: Option<CudaSlice<f32>>,
 }
 
 /// Streaming buffers: two pinned host buffers and two device buffers.
@@ -346,19 +343,10 @@ impl<'e> CudaModel<'e> {
         let ng: Vec<i32> = self.state_ng.iter().map(|&n| n as i32).collect();
         let s = &self.eng.stream;
         let e = driver_err("uploading the model");
-        let wf = if self.k.shape.tc_stats {
-            Some(
-                s.clone_htod(&to_fragments(&w, kz, self.k.shape.ks()))
-                    .map_err(&e)?,
-            )
-        } else {
-            None
-        };
         self.st = Some(StateDev {
             w: s.clone_htod(&w).map_err(&e)?,
             gblock: s.clone_htod(&gblock).map_err(&e)?,
             ng: s.clone_htod(&ng).map_err(&e)?,
-            wf,
         });
         Ok(())
     }
@@ -570,7 +558,7 @@ impl<'e> CudaModel<'e> {
             c0,
             c1,
             &PlanShape {
-                tile: sh.ll_tile(),
+                tile: sh.tf,
                 chunk: self.item_entries(c1 - c0),
                 gblock: sh.gb,
                 state_gaussians: &self.state_ng,
@@ -608,33 +596,12 @@ impl<'e> CudaModel<'e> {
         let ev = (new_timing_event(self.eng)?, new_timing_event(self.eng)?);
         ev.0.record(s).map_err(&e)?;
 
-        // The tensor-core pair, or the FP32 pair: never one of each (the
-        // second pass must recompute the first pass's numbers exactly).
-        let tc = match (&self.k.entry_loglike_tc, &self.k.accum_stats_tc, &st.wf) {
-            (Some(a), Some(b), Some(wf)) => Some((a, b, wf)),
-            _ => None,
+        let cfg = LaunchConfig {
+            grid_dim: (p.ll_items.len() as u32, 1, 1),
+            block_dim: threads,
+            shared_mem_bytes: sh.smem_score() as u32,
         };
-        let (func, w, cfg) = match tc {
-            Some((f, _, wf)) => (
-                f,
-                wf,
-                LaunchConfig {
-                    grid_dim: (p.ll_items.len() as u32, 1, 1),
-                    block_dim: (32 * sh.tcw as u32, 1, 1),
-                    shared_mem_bytes: sh.smem_tc() as u32,
-                },
-            ),
-            None => (
-                &self.k.entry_loglike,
-                &st.w,
-                LaunchConfig {
-                    grid_dim: (p.ll_items.len() as u32, 1, 1),
-                    block_dim: threads,
-                    shared_mem_bytes: sh.smem_score() as u32,
-                },
-            ),
-        };
-        let mut lb = s.launch_builder(func);
+        let mut lb = s.launch_builder(&self.k.entry_loglike);
         lb.arg(feats);
         match &frame_of {
             Some(f) => lb.arg(f),
@@ -645,7 +612,7 @@ impl<'e> CudaModel<'e> {
             None => lb.arg(&null),
         };
         lb.arg(&ll_items)
-            .arg(w)
+            .arg(&st.w)
             .arg(&st.gblock)
             .arg(&st.ng)
             .arg(&mut entry_ll)
@@ -665,27 +632,7 @@ impl<'e> CudaModel<'e> {
         unsafe { lb.launch(cfg) }.map_err(driver_err("sum_f64"))?;
 
         if !p.acc_items.is_empty() {
-            let (func, w, cfg) = match tc {
-                Some((_, f, wf)) => (
-                    f,
-                    wf,
-                    LaunchConfig {
-                        grid_dim: (p.acc_items.len() as u32, 1, 1),
-                        block_dim: (256, 1, 1),
-                        shared_mem_bytes: sh.smem_stats_tc() as u32,
-                    },
-                ),
-                None => (
-                    &self.k.accum_stats,
-                    &st.w,
-                    LaunchConfig {
-                        grid_dim: (p.acc_items.len() as u32, 1, 1),
-                        block_dim: threads,
-                        shared_mem_bytes: sh.smem_stats() as u32,
-                    },
-                ),
-            };
-            let mut lb = s.launch_builder(func);
+            let mut lb = s.launch_builder(&self.k.accum_stats);
             lb.arg(feats);
             match &frame_of {
                 Some(f) => lb.arg(f),
@@ -697,10 +644,15 @@ impl<'e> CudaModel<'e> {
             };
             lb.arg(&entry_ll)
                 .arg(&acc_items)
-                .arg(w)
+                .arg(&st.w)
                 .arg(&st.gblock)
                 .arg(&st.ng)
                 .arg(&mut partial);
+            let cfg = LaunchConfig {
+                grid_dim: (p.acc_items.len() as u32, 1, 1),
+                block_dim: threads,
+                shared_mem_bytes: sh.smem_stats() as u32,
+            };
             // SAFETY: as above.
             unsafe { lb.launch(cfg) }.map_err(driver_err("accum_stats"))?;
 
