@@ -65,7 +65,8 @@ pub enum Command {
     /// Run the benchmark cases (../shared/bench/README.md) and print one JSON line per case.
     Bench(bench::BenchArgs),
     /// Copy Kaldi tables or objects, converting binary/text (copy-feats, copy-matrix,
-    /// copy-vector, copy-int-vector, copy-post, gmm-copy, gmm-global-copy, fgmm-global-copy).
+    /// copy-vector, copy-int-vector, copy-post, gmm-copy, gmm-global-copy, fgmm-global-copy,
+    /// lattice-copy); HTK MMFs and parameter files too.
     Copy(copy::CopyArgs),
     /// Accumulate EM statistics (gmm-acc-stats-ali, gmm-acc-stats, gmm-global-acc-stats,
     /// fgmm-global-acc-stats).
@@ -75,7 +76,8 @@ pub enum Command {
     /// Re-estimate a model from accumulated statistics (gmm-est, gmm-global-est, fgmm-global-est).
     Est(est::EstArgs),
     /// Per-frame log-likelihoods: gmm-compute-likes (Kaldi model), gmm-global-get-frame-likes
-    /// and fgmm-global-get-frame-likes (global DiagGmm / FullGmm).
+    /// and fgmm-global-get-frame-likes (global DiagGmm / FullGmm); with --lattices, lattice
+    /// rescoring (gmm-rescore-lattice).
     Score(score::ScoreArgs),
     /// Per-frame state log-likelihoods of an HTK HMM set (MMFs + HMM list); columns are the
     /// emitting states of the listed HMMs in list order.
