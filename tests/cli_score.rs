@@ -723,3 +723,49 @@ fn batched_scoring_keeps_order_and_values() {
     assert!(err.contains("Done 200 files; 0 with errors."), "{err}");
     assert!(err.contains("over 34200 frames."), "{err}");
 }
+
+/// gselect and global-get-post queue utterances into engine batches too: the
+/// 40 training utterances (8,445 frames) four times over under new keys
+/// (33,780 frames: two engine calls) give every utterance the selection and
+/// posteriors it gets in one batch of the 40.
+#[test]
+fn gselect_and_get_post_batches_keep_order_and_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let forty = "testdata/kaldi/acc/feats_cmvn_deltas.scp";
+    let scp = path(&dir, "many.scp");
+    let lines: String = (0..4)
+        .flat_map(|c| {
+            text(forty)
+                .lines()
+                .map(move |l| format!("c{c}-{l}\n"))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    std::fs::write(&scp, lines).unwrap();
+    for tool in ["gselect", "global-get-post"] {
+        let (many_out, one_out) = (path(&dir, "many.ark"), path(&dir, "one.ark"));
+        for (input, output) in [(scp.as_str(), &many_out), (forty, &one_out)] {
+            let (code, err) = run(&[
+                tool,
+                "--use-gpu=no",
+                "--n=5",
+                UBM,
+                &format!("scp:{input}"),
+                &format!("ark,t:{output}"),
+            ]);
+            assert_eq!(code, 0, "{tool}: {err}");
+        }
+        // Text archives: one entry per line, "KEY  [ ... ]" (gselect) or "KEY [ ... ]".
+        let alone: Vec<String> = text(&one_out).lines().map(String::from).collect();
+        let all: Vec<String> = text(&many_out).lines().map(String::from).collect();
+        assert_eq!(alone.len(), 40, "{tool}");
+        assert_eq!(all.len(), 160, "{tool}");
+        for (i, line) in all.iter().enumerate() {
+            assert_eq!(
+                line,
+                &format!("c{}-{}", i / 40, alone[i % 40]),
+                "{tool}: entry {i}"
+            );
+        }
+    }
+}

@@ -13,7 +13,7 @@ use super::engine_args::EngineArgs;
 use super::global_gmm::{gaussians_to_keep, read_global_model};
 use super::KaldiStandard;
 use crate::score::gselect::posterior_entry;
-use crate::score::likes::component_loglikes;
+use crate::score::likes::ComponentQueue;
 use crate::stats::fmt_g;
 use crate::{kaldi_log, kaldi_warn};
 
@@ -67,37 +67,51 @@ fn get_post(args: &GetPostArgs) -> Result<i32, String> {
     let mut writer = TableWriter::<Posterior>::open(&args.output).map_err(|e| e.to_string())?;
     let (mut num_done, mut num_err) = (0usize, 0usize);
     let (mut tot_like, mut tot_t) = (0f64, 0i64);
-    while let Some((key, feats)) = reader.next_entry().map_err(|e| e.to_string())? {
-        let frames = feats.rows();
-        if frames == 0 {
-            kaldi_warn!("Empty features for utterance {key}");
-            num_err += 1;
+    let mut queue = ComponentQueue::default();
+    loop {
+        let next = reader.next_entry().map_err(|e| e.to_string())?;
+        let end = next.is_none();
+        if let Some((key, feats)) = next {
+            if feats.rows() == 0 {
+                kaldi_warn!("Empty features for utterance {key}");
+                num_err += 1;
+                continue;
+            }
+            if feats.cols() != model.dim {
+                kaldi_warn!(
+                    "Dimension mismatch for utterance {key}: got {}, expected {}",
+                    feats.cols(),
+                    model.dim
+                );
+                num_err += 1;
+                continue;
+            }
+            queue.push(key, feats);
+        }
+        if !(end || queue.full(num_gauss)) {
             continue;
         }
-        if feats.cols() != model.dim {
-            kaldi_warn!(
-                "Dimension mismatch for utterance {key}: got {}, expected {}",
-                feats.cols(),
-                model.dim
-            );
-            num_err += 1;
-            continue;
+        for (key, feats, ll) in queue
+            .score(loaded.as_mut(), &model, 0)
+            .map_err(|e| e.to_string())?
+        {
+            let mut post = Vec::with_capacity(feats.rows());
+            let mut like_this_file = 0f64;
+            for row in ll.chunks(num_gauss) {
+                let (p, like) = posterior_entry(row, n, args.min_post);
+                post.push(p);
+                like_this_file += like as f64;
+            }
+            tot_like += like_this_file;
+            tot_t += feats.rows() as i64;
+            writer
+                .write(&key, &Posterior(post))
+                .map_err(|e| e.to_string())?;
+            num_done += 1;
         }
-        let ll = component_loglikes(loaded.as_mut(), &model, 0, feats.data(), model.dim)
-            .map_err(|e| format!("utterance {key}: {e}"))?;
-        let mut post = Vec::with_capacity(frames);
-        let mut like_this_file = 0f64;
-        for row in ll.chunks(num_gauss) {
-            let (p, like) = posterior_entry(row, n, args.min_post);
-            post.push(p);
-            like_this_file += like as f64;
+        if end {
+            break;
         }
-        tot_like += like_this_file;
-        tot_t += frames as i64;
-        writer
-            .write(&key, &Posterior(post))
-            .map_err(|e| e.to_string())?;
-        num_done += 1;
     }
     writer.close().map_err(|e| e.to_string())?;
     kaldi_log!(

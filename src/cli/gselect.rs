@@ -14,7 +14,7 @@ use super::global_gmm::{gaussians_to_keep, read_global_model};
 use super::KaldiStandard;
 use crate::model::CovKind;
 use crate::score::gselect::select_top;
-use crate::score::likes::{component_loglikes, preselect_loglikes};
+use crate::score::likes::{preselect_loglikes, ComponentQueue};
 use crate::stats::fmt_g;
 use crate::{kaldi_log, kaldi_warn};
 
@@ -78,8 +78,7 @@ fn gselect(args: &GselectArgs) -> Result<i32, String> {
     };
     let mut reader =
         SequentialTableReader::<Matrix<f32>>::open(&args.features).map_err(|e| e.to_string())?;
-    let mut writer =
-        TableWriter::<Int32VectorVector>::open(&args.output).map_err(|e| e.to_string())?;
+    let writer = TableWriter::<Int32VectorVector>::open(&args.output).map_err(|e| e.to_string())?;
     let mut pre = if args.gselect.is_empty() {
         None
     } else {
@@ -88,27 +87,48 @@ fn gselect(args: &GselectArgs) -> Result<i32, String> {
                 .map_err(|e| e.to_string())?,
         )
     };
-    let mut likes_writer = if args.write_likes.is_empty() {
+    let likes_writer = if args.write_likes.is_empty() {
         None
     } else {
         Some(TableWriter::<Basic<f32>>::open(&args.write_likes).map_err(|e| e.to_string())?)
     };
-    let (mut num_done, mut num_err) = (0usize, 0usize);
-    let (mut tot_like, mut tot_t) = (0f64, 0i64);
+    let mut out = Outputs {
+        writer,
+        likes_writer,
+        num_done: 0,
+        tot_like: 0.0,
+        tot_t: 0,
+    };
+    let mut num_err = 0usize;
     let mut warned_size = false;
-    while let Some((key, feats)) = reader.next_entry().map_err(|e| e.to_string())? {
-        let frames = feats.rows();
-        if frames > 0 && feats.cols() != model.dim {
-            kaldi_warn!(
-                "Dimension mismatch for utterance {key}: got {}, expected {}",
-                feats.cols(),
-                model.dim
-            );
-            num_err += 1;
-            continue;
-        }
-        let mut sel = Vec::with_capacity(frames);
-        let like_this_file: f64 = if let Some(pre) = pre.as_mut() {
+    let mut queue = ComponentQueue::default();
+    loop {
+        let next = reader.next_entry().map_err(|e| e.to_string())?;
+        let end = next.is_none();
+        if let Some((key, feats)) = next {
+            let frames = feats.rows();
+            if frames > 0 && feats.cols() != model.dim {
+                kaldi_warn!(
+                    "Dimension mismatch for utterance {key}: got {}, expected {}",
+                    feats.cols(),
+                    model.dim
+                );
+                num_err += 1;
+                continue;
+            }
+            let Some(pre) = pre.as_mut() else {
+                if frames == 0 {
+                    kaldi_warn!("Empty features for utterance {key}");
+                    num_err += 1;
+                    continue;
+                }
+                queue.push(key, feats);
+                if queue.full(num_gauss) {
+                    select_queued(&mut queue, &mut loaded, &model, n, &mut out)?;
+                }
+                continue;
+            };
+            // With --gselect: the preselected Gaussians, on the host, at once.
             let Some(p) = pre.get(&key).map_err(|e| e.to_string())? else {
                 kaldi_warn!("No gselect information for utterance {key}");
                 num_err += 1;
@@ -122,6 +142,7 @@ fn gselect(args: &GselectArgs) -> Result<i32, String> {
                 num_err += 1;
                 continue;
             }
+            let mut sel = Vec::with_capacity(frames);
             let mut tot = 0f64;
             for (t, ids) in p.0.iter().enumerate() {
                 if ids.is_empty() {
@@ -143,60 +164,20 @@ fn gselect(args: &GselectArgs) -> Result<i32, String> {
                 sel.push(s);
                 tot += like as f64;
             }
-            tot
-        } else {
-            if frames == 0 {
-                kaldi_warn!("Empty features for utterance {key}");
-                num_err += 1;
-                continue;
-            }
-            let Some(l) = loaded.as_mut() else {
-                return Err("internal error: no engine loaded".to_string());
-            };
-            let ll = component_loglikes(l.as_mut(), &model, 0, feats.data(), model.dim)
-                .map_err(|e| format!("utterance {key}: {e}"))?;
-            let mut tot = 0f64;
-            for (t, row) in ll.chunks(num_gauss).enumerate() {
-                let (s, like) = if model.kind == CovKind::Full {
-                    // Kaldi's float full-covariance log-likelihoods are up to
-                    // ~0.05 from the engine's: re-evaluate the engine's best
-                    // (and any within FULL_MARGIN of the n-th) in Kaldi's
-                    // arithmetic and select among those, so near-ties fall
-                    // as Kaldi's do.
-                    let cand = candidates(row, n, FULL_MARGIN);
-                    let exact = preselect_loglikes(&model, 0, feats.row(t), &cand)
-                        .map_err(|e| format!("utterance {key}: {e}"))?;
-                    select_top(&exact, Some(&cand), n)
-                } else {
-                    select_top(row, None, n)
-                };
-                sel.push(s);
-                tot += like as f64;
-            }
-            if model.kind == CovKind::Full {
-                tot
-            } else {
-                // Kaldi's DiagGmm::GaussianSelection returns the total as float.
-                tot as f32 as f64
-            }
-        };
-        writer
-            .write(&key, &Int32VectorVector(sel))
-            .map_err(|e| e.to_string())?;
-        if num_done % 10 == 0 {
-            kaldi_log!(
-                "For {num_done}'th file, average UBM likelihood over {frames} frames is {}",
-                fmt_g(like_this_file / frames as f64)
-            );
+            out.finish(&key, frames, sel, tot)?;
         }
-        tot_t += frames as i64;
-        tot_like += like_this_file;
-        if let Some(w) = likes_writer.as_mut() {
-            w.write(&key, &Basic(like_this_file as f32))
-                .map_err(|e| e.to_string())?;
+        if end {
+            select_queued(&mut queue, &mut loaded, &model, n, &mut out)?;
+            break;
         }
-        num_done += 1;
     }
+    let Outputs {
+        writer,
+        likes_writer,
+        num_done,
+        tot_like,
+        tot_t,
+    } = out;
     writer.close().map_err(|e| e.to_string())?;
     if let Some(w) = likes_writer {
         w.close().map_err(|e| e.to_string())?;
@@ -206,6 +187,94 @@ fn gselect(args: &GselectArgs) -> Result<i32, String> {
         fmt_g(tot_like / tot_t as f64)
     );
     Ok(if num_done != 0 { 0 } else { 1 })
+}
+
+/// The tables written and the running totals.
+struct Outputs {
+    writer: TableWriter<Int32VectorVector>,
+    likes_writer: Option<TableWriter<Basic<f32>>>,
+    num_done: usize,
+    tot_like: f64,
+    tot_t: i64,
+}
+
+impl Outputs {
+    /// One utterance's selection, its log line every 10 files (Kaldi's), its likelihood.
+    fn finish(
+        &mut self,
+        key: &str,
+        frames: usize,
+        sel: Vec<Vec<i32>>,
+        like: f64,
+    ) -> Result<(), String> {
+        self.writer
+            .write(key, &Int32VectorVector(sel))
+            .map_err(|e| e.to_string())?;
+        if self.num_done % 10 == 0 {
+            kaldi_log!(
+                "For {}'th file, average UBM likelihood over {frames} frames is {}",
+                self.num_done,
+                fmt_g(like / frames as f64)
+            );
+        }
+        self.tot_t += frames as i64;
+        self.tot_like += like;
+        if let Some(w) = self.likes_writer.as_mut() {
+            w.write(key, &Basic(like as f32))
+                .map_err(|e| e.to_string())?;
+        }
+        self.num_done += 1;
+        Ok(())
+    }
+}
+
+/// Selects for every queued utterance from one engine call's log-likelihoods.
+fn select_queued(
+    queue: &mut ComponentQueue,
+    loaded: &mut Option<Box<dyn crate::engine::LoadedModel + '_>>,
+    model: &crate::model::AcousticModel,
+    n: usize,
+    out: &mut Outputs,
+) -> Result<(), String> {
+    if queue.is_empty() {
+        return Ok(());
+    }
+    let Some(l) = loaded.as_mut() else {
+        return Err("internal error: no engine loaded".to_string());
+    };
+    let num_gauss = model.states[0].num_components();
+    for (key, feats, ll) in queue
+        .score(l.as_mut(), model, 0)
+        .map_err(|e| e.to_string())?
+    {
+        let mut sel = Vec::with_capacity(feats.rows());
+        let mut tot = 0f64;
+        for (t, row) in ll.chunks(num_gauss).enumerate() {
+            let (s, like) = if model.kind == CovKind::Full {
+                // Kaldi's float full-covariance log-likelihoods are up to
+                // ~0.05 from the engine's: re-evaluate the engine's best
+                // (and any within FULL_MARGIN of the n-th) in Kaldi's
+                // arithmetic and select among those, so near-ties fall
+                // as Kaldi's do.
+                let cand = candidates(row, n, FULL_MARGIN);
+                let exact = preselect_loglikes(model, 0, feats.row(t), &cand)
+                    .map_err(|e| format!("utterance {key}: {e}"))?;
+                select_top(&exact, Some(&cand), n)
+            } else {
+                select_top(row, None, n)
+            };
+            sel.push(s);
+            tot += like as f64;
+        }
+        // Kaldi's DiagGmm::GaussianSelection returns the total as float.
+        let like = if model.kind == CovKind::Full {
+            tot
+        } else {
+            tot as f32 as f64
+        };
+        out.finish(&key, feats.rows(), sel, like)?;
+    }
+    Ok(())
 }
 
 /// Log-likelihood margin (nats) within which full-covariance candidates are

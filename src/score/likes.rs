@@ -4,6 +4,8 @@
 //! a chosen subset of a mixture's Gaussians (`LogLikelihoodsPreselect`), which
 //! the engines do not compute (they score whole mixtures).
 
+use amtool_formats::kaldi::matrix::Matrix;
+
 use crate::engine::{FrameBatch, LoadedModel};
 use crate::model::{AcousticModel, CovKind};
 use crate::stats::mle_diag::blas_sdot;
@@ -154,6 +156,65 @@ pub fn state_loglikes_batch(
         at += n;
     }
     Ok(out)
+}
+
+/// Utterances waiting for one engine call of the component log-likelihoods
+/// of one state (a global GMM's Gaussians): the UBM tools queue utterances so
+/// that a GPU gets a batch, not one utterance, per call. Each row is computed
+/// from its own frame alone, so batching changes no value.
+#[derive(Default)]
+pub struct ComponentQueue {
+    utts: Vec<(String, Matrix<f32>)>,
+    frames: usize,
+}
+
+impl ComponentQueue {
+    pub fn push(&mut self, key: String, feats: Matrix<f32>) {
+        self.frames += feats.rows();
+        self.utts.push((key, feats));
+    }
+
+    /// Whether the queue holds a batch's worth for `components` Gaussians.
+    pub fn full(&self, components: usize) -> bool {
+        self.frames >= BATCH_FRAMES || self.frames * components.max(1) >= BATCH_VALUES
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.utts.is_empty()
+    }
+
+    /// Scores every queued utterance in one call and empties the queue: each
+    /// utterance with its `frames × components` rows, in queue order.
+    pub fn score(
+        &mut self,
+        loaded: &mut dyn LoadedModel,
+        model: &AcousticModel,
+        state: usize,
+    ) -> Result<Vec<(String, Matrix<f32>, Vec<f32>)>> {
+        let utts = std::mem::take(&mut self.utts);
+        self.frames = 0;
+        let dim = model.dim;
+        let mut all = Vec::new();
+        for (_, m) in &utts {
+            all.extend_from_slice(m.data());
+        }
+        let ll = if all.is_empty() {
+            Vec::new()
+        } else {
+            component_loglikes(loaded, model, state, &all, dim)?
+        };
+        let g = model.states[state].num_components();
+        let mut at = 0;
+        Ok(utts
+            .into_iter()
+            .map(|(k, m)| {
+                let n = m.rows() * g;
+                let rows = ll[at..at + n].to_vec();
+                at += n;
+                (k, m, rows)
+            })
+            .collect())
+    }
 }
 
 /// `frames × components` log-likelihoods of the Gaussians of `state`.
