@@ -25,6 +25,21 @@ fn table_err(e: amtool_formats::Error) -> Error {
     Error::Usage(format!("bench ark: {e}"))
 }
 
+/// `data` (frames × `d`) written as a binary feature ark `feats.ark` of
+/// `utt_frames`-frame utterances in a new temporary folder; its rspecifier.
+fn feature_ark(data: &[f32], d: usize, utt_frames: usize) -> Result<(tempfile::TempDir, String)> {
+    let dir = tempfile::tempdir().map_err(|e| Error::Usage(format!("bench temp dir: {e}")))?;
+    let spec = format!("ark:{}", dir.path().join("feats.ark").display());
+    let mut w = TableWriter::<Matrix<f32>>::open(&spec).map_err(table_err)?;
+    for (u, rows) in data.chunks(utt_frames * d).enumerate() {
+        let mat = Matrix::from_vec(rows.len() / d, d, rows.to_vec())
+            .ok_or_else(|| Error::Usage("bench ark: bad matrix shape".into()))?;
+        w.write(&format!("utt{u:07}"), &mat).map_err(table_err)?;
+    }
+    w.close().map_err(table_err)?;
+    Ok((dir, spec))
+}
+
 pub fn acc_stats_ark(
     engine: &dyn Engine,
     cfg: &BenchConfig,
@@ -37,17 +52,10 @@ pub fn acc_stats_ark(
     let data = random::features(&mut rng, t, d);
     let model = random::model(&mut rng, &[m], d, CovKind::Diagonal);
 
-    let dir = tempfile::tempdir().map_err(|e| Error::Usage(format!("bench temp dir: {e}")))?;
-    let ark = dir.path().join("feats.ark");
-    let spec = format!("ark:{}", ark.display());
-    let mut w = TableWriter::<Matrix<f32>>::open(&spec).map_err(table_err)?;
-    for (u, rows) in data.chunks(UTT_FRAMES * d).enumerate() {
-        let mat = Matrix::from_vec(rows.len() / d, d, rows.to_vec())
-            .ok_or_else(|| Error::Usage("bench ark: bad matrix shape".into()))?;
-        w.write(&format!("utt{u:07}"), &mat).map_err(table_err)?;
-    }
-    w.close().map_err(table_err)?;
-    let bytes = std::fs::metadata(&ark).map(|m| m.len()).unwrap_or(0);
+    let (dir, spec) = feature_ark(&data, d, UTT_FRAMES)?;
+    let bytes = std::fs::metadata(dir.path().join("feats.ark"))
+        .map(|m| m.len())
+        .unwrap_or(0);
 
     let mut lm = engine.load(&model)?;
     let kernel = time_median(cfg.reps, || {
@@ -129,16 +137,7 @@ pub fn score_ark(
         CovKind::Diagonal,
     );
     let data = random::features(&mut rng, frames, d);
-    let dir = tempfile::tempdir().map_err(|e| Error::Usage(format!("bench temp dir: {e}")))?;
-    let ark = dir.path().join("feats.ark");
-    let spec = format!("ark:{}", ark.display());
-    let mut w = TableWriter::<Matrix<f32>>::open(&spec).map_err(table_err)?;
-    for (u, rows) in data.chunks(256 * d).enumerate() {
-        let mat = Matrix::from_vec(rows.len() / d, d, rows.to_vec())
-            .ok_or_else(|| Error::Usage("bench ark: bad matrix shape".into()))?;
-        w.write(&format!("utt{u:07}"), &mat).map_err(table_err)?;
-    }
-    w.close().map_err(table_err)?;
+    let (dir, spec) = feature_ark(&data, d, 256)?;
     let out = format!("ark:{}", dir.path().join("loglikes.ark").display());
     let timing = time_median(cfg.reps, || {
         crate::cli::score::likes_table(engine, &model, &spec, &out).map_err(Error::Usage)?;

@@ -13,7 +13,7 @@ use super::engine_args::EngineArgs;
 use super::global_gmm::{gaussians_to_keep, read_global_model};
 use super::KaldiStandard;
 use crate::score::gselect::posterior_entry;
-use crate::score::likes::ComponentQueue;
+use crate::score::likes::UtteranceQueue;
 use crate::stats::fmt_g;
 use crate::{kaldi_log, kaldi_warn};
 
@@ -67,7 +67,7 @@ fn get_post(args: &GetPostArgs) -> Result<i32, String> {
     let mut writer = TableWriter::<Posterior>::open(&args.output).map_err(|e| e.to_string())?;
     let (mut num_done, mut num_err) = (0usize, 0usize);
     let (mut tot_like, mut tot_t) = (0f64, 0i64);
-    let mut queue = ComponentQueue::default();
+    let mut queue = UtteranceQueue::default();
     loop {
         let next = reader.next_entry().map_err(|e| e.to_string())?;
         let end = next.is_none();
@@ -92,7 +92,7 @@ fn get_post(args: &GetPostArgs) -> Result<i32, String> {
             continue;
         }
         for (key, feats, ll) in queue
-            .score(loaded.as_mut(), &model, 0)
+            .score_components(loaded.as_mut(), &model, 0)
             .map_err(|e| e.to_string())?
         {
             let mut post = Vec::with_capacity(feats.rows());

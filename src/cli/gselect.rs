@@ -14,7 +14,7 @@ use super::global_gmm::{gaussians_to_keep, read_global_model};
 use super::KaldiStandard;
 use crate::model::CovKind;
 use crate::score::gselect::select_top;
-use crate::score::likes::{preselect_loglikes, ComponentQueue};
+use crate::score::likes::{preselect_loglikes, UtteranceQueue};
 use crate::stats::fmt_g;
 use crate::{kaldi_log, kaldi_warn};
 
@@ -101,7 +101,7 @@ fn gselect(args: &GselectArgs) -> Result<i32, String> {
     };
     let mut num_err = 0usize;
     let mut warned_size = false;
-    let mut queue = ComponentQueue::default();
+    let mut queue = UtteranceQueue::default();
     loop {
         let next = reader.next_entry().map_err(|e| e.to_string())?;
         let end = next.is_none();
@@ -230,7 +230,7 @@ impl Outputs {
 
 /// Selects for every queued utterance from one engine call's log-likelihoods.
 fn select_queued(
-    queue: &mut ComponentQueue,
+    queue: &mut UtteranceQueue,
     loaded: &mut Option<Box<dyn crate::engine::LoadedModel + '_>>,
     model: &crate::model::AcousticModel,
     n: usize,
@@ -244,7 +244,7 @@ fn select_queued(
     };
     let num_gauss = model.states[0].num_components();
     for (key, feats, ll) in queue
-        .score(l.as_mut(), model, 0)
+        .score_components(l.as_mut(), model, 0)
         .map_err(|e| e.to_string())?
     {
         let mut sel = Vec::with_capacity(feats.rows());

@@ -20,12 +20,9 @@ use amtool_formats::kaldi::table::{RandomAccessTableReader, SequentialTableReade
 use super::engine_args::EngineArgs;
 use super::global_gmm::gselect_for;
 use super::{kaldi, KaldiStandard};
-use crate::engine::LoadedModel;
 use crate::kaldi_log;
 use crate::model::AcousticModel;
-use crate::score::likes::{
-    log_sum_exp, preselect_loglikes, state_loglikes_batch, BATCH_FRAMES, BATCH_VALUES,
-};
+use crate::score::likes::{log_sum_exp, preselect_loglikes, UtteranceQueue};
 use crate::score::model_file::ModelFile;
 use crate::stats::fmt_g;
 use crate::train::prefetch::PrefetchedFeats;
@@ -130,7 +127,7 @@ fn compute_likes(args: &ScoreArgs, model: &AcousticModel) -> Result<i32, String>
 
 /// The table work of gmm-compute-likes (also what `amtool bench` times end
 /// to end): features read ahead on a thread, utterances scored in batches
-/// (see [`state_loglikes_batch`]) and written in their input order as
+/// (see [`UtteranceQueue`]) and written in their input order as
 /// frames × states matrices. Returns the number of utterances written.
 pub fn likes_table(
     engine: &dyn crate::engine::Engine,
@@ -143,20 +140,23 @@ pub fn likes_table(
     let mut writer = TableWriter::<Matrix<f32>>::open(output).map_err(|e| e.to_string())?;
     let ns = model.num_states();
     let mut num_done = 0usize;
-    let mut queue = Queue::default();
+    let mut queue = UtteranceQueue::default();
     loop {
         let next = reader.next_entry().map_err(|e| e.to_string())?;
         if let Some((key, feats)) = next.as_ref() {
             check_feats(key, feats, model)?;
         }
         let end = next.is_none();
-        if let Some(e) = next {
-            queue.push(e);
+        if let Some((key, feats)) = next {
+            queue.push(key, feats);
         }
         if !(end || queue.full(ns)) {
             continue;
         }
-        for ((key, feats), ll) in queue.score(loaded.as_mut(), model.dim)? {
+        for (key, feats, ll) in queue
+            .score_states(loaded.as_mut(), model.dim)
+            .map_err(|e| e.to_string())?
+        {
             // An empty utterance gives an empty (0 × 0) matrix, as Kaldi's Matrix does.
             let cols = if feats.rows() == 0 { 0 } else { ns };
             let out = Matrix::from_vec(feats.rows(), cols, ll)
@@ -170,41 +170,6 @@ pub fn likes_table(
     }
     writer.close().map_err(|e| e.to_string())?;
     Ok(num_done)
-}
-
-/// Utterances waiting to be scored in one engine call.
-#[derive(Default)]
-struct Queue {
-    utts: Vec<(String, Matrix<f32>)>,
-    frames: usize,
-}
-
-impl Queue {
-    fn push(&mut self, e: (String, Matrix<f32>)) {
-        self.frames += e.1.rows();
-        self.utts.push(e);
-    }
-
-    fn full(&self, states: usize) -> bool {
-        self.frames >= BATCH_FRAMES || self.frames * states.max(1) >= BATCH_VALUES
-    }
-
-    /// Scores and empties the queue: each utterance with its `frames × states` block.
-    fn score(
-        &mut self,
-        loaded: &mut dyn LoadedModel,
-        dim: usize,
-    ) -> Result<Vec<((String, Matrix<f32>), Vec<f32>)>, String> {
-        let utts = std::mem::take(&mut self.utts);
-        self.frames = 0;
-        let data: Vec<&[f32]> = utts.iter().map(|(_, f)| f.data()).collect();
-        let ll = state_loglikes_batch(loaded, &data, dim).map_err(|e| {
-            let first = utts.first().map_or("", |u| u.0.as_str());
-            let last = utts.last().map_or("", |u| u.0.as_str());
-            format!("utterances {first} .. {last}: {e}")
-        })?;
-        Ok(utts.into_iter().zip(ll).collect())
-    }
 }
 
 enum LikesWriter {
@@ -256,7 +221,7 @@ fn frame_likes(args: &ScoreArgs, model: &AcousticModel) -> Result<i32, String> {
         num_done += 1;
         Ok(())
     };
-    let mut queue = Queue::default();
+    let mut queue = UtteranceQueue::default();
     loop {
         let next = reader.next_entry().map_err(|e| e.to_string())?;
         if let Some((key, feats)) = next.as_ref() {
@@ -288,10 +253,13 @@ fn frame_likes(args: &ScoreArgs, model: &AcousticModel) -> Result<i32, String> {
             (None, Some(l)) => {
                 let end = next.is_none();
                 if let Some(e) = next {
-                    queue.push(e);
+                    queue.push(e.0, e.1);
                 }
                 if end || queue.full(1) {
-                    for ((key, _), likes) in queue.score(l.as_mut(), model.dim)? {
+                    for (key, _, likes) in queue
+                        .score_states(l.as_mut(), model.dim)
+                        .map_err(|e| e.to_string())?
+                    {
                         emit(&key, likes)?;
                     }
                 }

@@ -158,34 +158,53 @@ pub fn state_loglikes_batch(
     Ok(out)
 }
 
-/// Utterances waiting for one engine call of the component log-likelihoods
-/// of one state (a global GMM's Gaussians): the UBM tools queue utterances so
-/// that a GPU gets a batch, not one utterance, per call. Each row is computed
-/// from its own frame alone, so batching changes no value.
+/// Utterances waiting for one engine call: the scoring tools queue
+/// utterances so that a GPU gets a batch, not one utterance, per call. Each
+/// row is computed from its own frame alone, so batching changes no value.
 #[derive(Default)]
-pub struct ComponentQueue {
+pub struct UtteranceQueue {
     utts: Vec<(String, Matrix<f32>)>,
     frames: usize,
 }
 
-impl ComponentQueue {
+impl UtteranceQueue {
     pub fn push(&mut self, key: String, feats: Matrix<f32>) {
         self.frames += feats.rows();
         self.utts.push((key, feats));
     }
 
-    /// Whether the queue holds a batch's worth for `components` Gaussians.
-    pub fn full(&self, components: usize) -> bool {
-        self.frames >= BATCH_FRAMES || self.frames * components.max(1) >= BATCH_VALUES
+    /// Whether the queue holds a batch's worth for `columns` values a frame.
+    pub fn full(&self, columns: usize) -> bool {
+        self.frames >= BATCH_FRAMES || self.frames * columns.max(1) >= BATCH_VALUES
     }
 
     pub fn is_empty(&self) -> bool {
         self.utts.is_empty()
     }
 
-    /// Scores every queued utterance in one call and empties the queue: each
-    /// utterance with its `frames × components` rows, in queue order.
-    pub fn score(
+    /// State log-likelihoods of every queued utterance in one call (see
+    /// [`state_loglikes_batch`]); empties the queue: each utterance with its
+    /// `frames × states` rows, in queue order. Errors name the utterances.
+    pub fn score_states(
+        &mut self,
+        loaded: &mut dyn LoadedModel,
+        dim: usize,
+    ) -> Result<Vec<(String, Matrix<f32>, Vec<f32>)>> {
+        let utts = std::mem::take(&mut self.utts);
+        self.frames = 0;
+        let data: Vec<&[f32]> = utts.iter().map(|(_, f)| f.data()).collect();
+        let ll = state_loglikes_batch(loaded, &data, dim).map_err(|e| in_utts(&utts, e))?;
+        Ok(utts
+            .into_iter()
+            .zip(ll)
+            .map(|((k, m), l)| (k, m, l))
+            .collect())
+    }
+
+    /// Component log-likelihoods of `state` (a global GMM's Gaussians) for
+    /// every queued utterance in one call; empties the queue: each utterance
+    /// with its `frames × components` rows, in queue order.
+    pub fn score_components(
         &mut self,
         loaded: &mut dyn LoadedModel,
         model: &AcousticModel,
@@ -193,7 +212,6 @@ impl ComponentQueue {
     ) -> Result<Vec<(String, Matrix<f32>, Vec<f32>)>> {
         let utts = std::mem::take(&mut self.utts);
         self.frames = 0;
-        let dim = model.dim;
         let mut all = Vec::new();
         for (_, m) in &utts {
             all.extend_from_slice(m.data());
@@ -201,7 +219,8 @@ impl ComponentQueue {
         let ll = if all.is_empty() {
             Vec::new()
         } else {
-            component_loglikes(loaded, model, state, &all, dim)?
+            component_loglikes(loaded, model, state, &all, model.dim)
+                .map_err(|e| in_utts(&utts, e))?
         };
         let g = model.states[state].num_components();
         let mut at = 0;
@@ -215,6 +234,13 @@ impl ComponentQueue {
             })
             .collect())
     }
+}
+
+/// An engine error of a batch, naming its first and last utterance.
+fn in_utts(utts: &[(String, Matrix<f32>)], e: Error) -> Error {
+    let first = utts.first().map_or("", |u| u.0.as_str());
+    let last = utts.last().map_or("", |u| u.0.as_str());
+    Error::Mismatch(format!("utterances {first} .. {last}: {e}"))
 }
 
 /// `frames × components` log-likelihoods of the Gaussians of `state`.
