@@ -11,6 +11,7 @@
 //         full-covariance z are walked in NCH = ceil(KZ/KCH) chunks)
 //   KW    rows of W per stage of the cp.async pipeline (staged kernels)
 //   WRES  1: accum_stats keeps its Gaussian block's W in shared memory
+//   TCW, KS, KC  tensor-core scoring (see below; KC > 0: the K-chunked kernel)
 //   and, when FULL, the array PAIRS[p] = (i << 8) | j of packed index p (i >= j).
 //
 // Every Gaussian log-likelihood is one dot product (the GEMM formulation of
@@ -738,6 +739,156 @@ extern "C" __global__ void __launch_bounds__(NTC) block_score_tc(
                 part[((u64)blockIdx.z * T + fr) * S + st] = make_float2(m[j][i], s[j][i]);
         }
 }
+
+#if KC
+// ---------------------------------------------------------------------------
+// K-chunked tensor-core scoring for long z (full covariances: KZ = D + D(D+1)/2
+// + 1, e.g. 703 at D = 36), where neither a tile's z fragments nor a whole W
+// slot fit in shared memory. Both operands stream through a double-buffered
+// cp.async pipeline in chunks of KC k-steps, as plain f32 in fragment order
+// (half the bytes of pre-split operands), and are split into TF32 hi/lo in
+// registers. A warp owns 16 frames and two slots at a time (two Gaussians of
+// the same 64 states), so each A fragment feeds 16 column tiles and the
+// running log-sum-exp state stays at one (m, s) per (frame, state).
+//   zq: [group of 16 frames][KS][lane][4]          a0..a3 (zfrag_plain)
+//   Wq: [slot][KS][tile pair (4)][lane][4]         b0, b1 of tile 2p, then of 2p+1
+// (engine/cuda/model.rs writes Wq.)
+#define NCK ((KS + KC - 1) / KC) // chunks of a slot
+#define ZCH (TCW * KC * 128)     // floats of z a stage
+#define WCH (2 * KC * 512)       // floats of W a stage (two slots)
+#define STG (ZCH + WCH)
+
+// zq for groups [0, gridDim.x) of 16 frames: frames past T get z = [0.., 1],
+// k in [KZ, 8*KS) gets 0. Grid: (groups, KS); 128 threads (lane*4 + i).
+extern "C" __global__ void zfrag_plain(const float* __restrict__ feats, int T, float* __restrict__ zq) {
+    const int lane = threadIdx.x >> 2, i = threadIdx.x & 3, s = blockIdx.y;
+    const int f = 16 * blockIdx.x + (lane >> 2) + ((i & 1) ? 8 : 0);
+    const int k = 8 * s + (lane & 3) + ((i & 2) ? 4 : 0);
+    float z = 0.0f;
+    if (k < KZ) {
+        z = (k == KZ - 1) ? 1.0f : 0.0f;
+        if (f < T) z = zval(feats + (u64)f * D, k);
+    }
+    zq[((u64)blockIdx.x * KS + s) * 128 + threadIdx.x] = z;
+}
+
+// Stage st of a walk over `nslot` slots of Wb in pairs: chunk st % NCK of
+// pair st / NCK (and the same chunk of this CTA's z) into buffer st & 1.
+__device__ __forceinline__ void issue_kstage(float* smem, const float* __restrict__ zq, int grp0,
+                                             const float* __restrict__ Wb, int nslot, int st) {
+    const int p = st / NCK, s0 = (st % NCK) * KC, rows = imin(KC, KS - s0);
+    float* dst = smem + (st & 1) * STG;
+    const int zn = rows * 128;
+    for (int i = threadIdx.x * 4; i < TCW * zn; i += NTC * 4) {
+        const int w = i / zn, r = i % zn;
+        cp16(dst + w * KC * 128 + r, zq + ((u64)(grp0 + w) * KS + s0) * 128 + r);
+    }
+    const int nq = imin(2, nslot - 2 * p), wn = rows * 512;
+    for (int i = threadIdx.x * 4; i < nq * wn; i += NTC * 4) {
+        const int q = i / wn, r = i % wn;
+        cp16(dst + ZCH + q * KC * 512 + r, Wb + ((u64)(2 * p + q) * KS + s0) * 512 + r);
+    }
+    cp_commit();
+}
+
+__device__ __forceinline__ void split4(const float4& v, float4& hi, float4& lo) {
+    hi = make_float4(tf32r(v.x), tf32r(v.y), tf32r(v.z), tf32r(v.w));
+    lo = make_float4(tf32r(v.x - hi.x), tf32r(v.y - hi.y), tf32r(v.z - hi.z), tf32r(v.w - hi.w));
+}
+
+// block_score_tc for long z: the same grid, splits and outputs; z comes from
+// zq (zfrag_plain) instead of the features.
+// Dynamic shared memory: 2*STG floats.
+extern "C" __global__ void __launch_bounds__(NTC) block_score_tck(
+    const float* __restrict__ zq, int T, const float* __restrict__ Wq,
+    const int* __restrict__ block_off, const int* __restrict__ block_slots,
+    const int* __restrict__ lane_state, float* __restrict__ out, int S,
+    float2* __restrict__ part) {
+    extern __shared__ __align__(16) float smem[];
+    const int t0 = blockIdx.x * TFC, b = blockIdx.y;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    float m[8][4], s[8][4], c[2][8][4];
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            m[j][i] = NEG_BIG;
+            s[j][i] = 0.0f;
+        }
+    const int nsl = block_slots[b];
+    const int per = (((nsl + gridDim.z - 1) / gridDim.z) + 1) & ~1;
+    const int g0 = imin(nsl, blockIdx.z * per), g1 = imin(nsl, g0 + per);
+    const int nslot = g1 - g0, stages = ((nslot + 1) / 2) * NCK;
+    const float* Wb = Wq + ((u64)block_off[b] + g0) * KS * 512;
+    const int grp0 = blockIdx.x * TCW;
+    if (stages > 0) issue_kstage(smem, zq, grp0, Wb, nslot, 0);
+    for (int st = 0; st < stages; ++st) {
+        if (st + 1 < stages) {
+            issue_kstage(smem, zq, grp0, Wb, nslot, st + 1);
+            cp_wait<1>();
+        } else {
+            cp_wait<0>();
+        }
+        __syncthreads();
+        const int p = st / NCK, ch = st % NCK, rows = imin(KC, KS - ch * KC);
+        const bool two = 2 * p + 1 < nslot;
+        if (ch == 0) {
+#pragma unroll
+            for (int q = 0; q < 2; ++q)
+#pragma unroll
+                for (int j = 0; j < 8; ++j)
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) c[q][j][i] = 0.0f;
+        }
+        const float* buf = smem + (st & 1) * STG;
+        const float* za = buf + warp * KC * 128 + lane * 4;
+        const float* wa = buf + ZCH + lane * 4;
+#pragma unroll 2
+        for (int k = 0; k < rows; ++k) {
+            float4 ah, al;
+            split4(*reinterpret_cast<const float4*>(za + k * 128), ah, al);
+#pragma unroll
+            for (int q = 0; q < 2; ++q) {
+                if (q == 1 && !two) break;
+#pragma unroll
+                for (int jp = 0; jp < 4; ++jp) {
+                    float4 bh, bl;
+                    split4(*reinterpret_cast<const float4*>(wa + q * KC * 512 + (k * 4 + jp) * 128), bh, bl);
+                    mma_tf32(c[q][2 * jp], al, bh.x, bh.y);
+                    mma_tf32(c[q][2 * jp], ah, bl.x, bl.y);
+                    mma_tf32(c[q][2 * jp], ah, bh.x, bh.y);
+                    mma_tf32(c[q][2 * jp + 1], al, bh.z, bh.w);
+                    mma_tf32(c[q][2 * jp + 1], ah, bl.z, bl.w);
+                    mma_tf32(c[q][2 * jp + 1], ah, bh.z, bh.w);
+                }
+            }
+        }
+        if (ch == NCK - 1) {
+#pragma unroll
+            for (int j = 0; j < 8; ++j)
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    lse_push1(m[j][i], s[j][i], c[0][j][i]);
+                    if (two) lse_push1(m[j][i], s[j][i], c[1][j][i]);
+                }
+        }
+        __syncthreads();
+    }
+    const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int st = lane_state[b * LANES + 8 * j + 2 * t + (i & 1)];
+            const int fr = t0 + 16 * warp + g + ((i & 2) ? 8 : 0);
+            if (st < 0 || fr >= T) continue;
+            if (gridDim.z == 1)
+                out[(u64)fr * S + st] = m[j][i] + logf(s[j][i]);
+            else
+                part[((u64)blockIdx.z * T + fr) * S + st] = make_float2(m[j][i], s[j][i]);
+        }
+}
+#endif
 
 // out[i] = log-sum-exp of the split partials of element i (i < n = T*S), in
 // split order.

@@ -34,6 +34,17 @@ fn engine() -> Option<&'static CudaEngine> {
     E.get_or_init(engine_for_tests).as_ref()
 }
 
+/// The engine with every tensor-core kernel on (`AMTOOL_CUDA_TC=all`): long
+/// full-covariance z through the K-chunked kernel.
+fn engine_all_tc() -> Option<&'static CudaEngine> {
+    static E: OnceLock<Option<CudaEngine>> = OnceLock::new();
+    E.get_or_init(|| {
+        engine_for_tests()?;
+        Some(CudaEngine::with_tensor_cores("all").expect("a CUDA engine opened a moment ago"))
+    })
+    .as_ref()
+}
+
 /// SplitMix64: bulk random data from one proptest-chosen seed.
 struct Rng(u64);
 impl Rng {
@@ -444,6 +455,13 @@ proptest! {
         check_state_loglikes(e, &c).map_err(|m| TestCaseError::fail(format!("{c:?}: {m}")))?;
     }
 
+    /// The K-chunked tensor-core kernel (opt-in) on the same random models.
+    #[test]
+    fn cuda_chunked_tensor_core_loglikes_match_f64(c in case(CovKind::Full, 70, 20, 600)) {
+        let Some(e) = engine_all_tc() else { return Ok(()) };
+        check_state_loglikes(e, &c).map_err(|m| TestCaseError::fail(format!("{c:?}: {m}")))?;
+    }
+
     #[test]
     fn cuda_diag_statistics_match_f64(c in case(CovKind::Diagonal, 40, 100, 5000)) {
         let Some(e) = engine() else { return Ok(()) };
@@ -510,6 +528,89 @@ fn cuda_edge_cases_match_f64() {
         check_state_loglikes(e, c).unwrap_or_else(|m| panic!("{c:?}: {m}"));
         check_accumulate(e, c).unwrap_or_else(|m| panic!("{c:?}: {m}"));
     }
+}
+
+/// The fullcov_score shape in small through the K-chunked tensor-core
+/// kernel (z of 703 rows; three blocks, splits, a partial tile), and the
+/// first dimension whose z is too long for the resident kernel.
+#[test]
+fn cuda_chunked_tensor_core_edge_cases_match_f64() {
+    let Some(e) = engine_all_tc() else { return };
+    for c in [
+        Case {
+            dim: 36,
+            kind: CovKind::Full,
+            counts: (0..150).map(|s| 1 + s % 17).collect(),
+            frames: 300,
+            seed: 7,
+        },
+        Case {
+            dim: 18,
+            kind: CovKind::Full,
+            counts: vec![5, 1, 9],
+            frames: 129,
+            seed: 8,
+        },
+    ] {
+        check_state_loglikes(e, &c).unwrap_or_else(|m| panic!("{c:?}: {m}"));
+    }
+}
+
+/// Deferred statistics (the GPU computes batch n while the host prepares
+/// batch n+1): batches of aligned frames sent with `accumulate_deferred` and
+/// settled once equal the f64 reference over all frames; a plain
+/// `accumulate` while some are pending is an error, not a mix-up.
+#[test]
+fn cuda_deferred_statistics_match_f64() {
+    let Some(e) = engine() else { return };
+    let mut rng = Rng(11);
+    let (d, frames) = (13, 5000);
+    let m = random_model(&mut rng, d, CovKind::Diagonal, &[3, 40, 1, 17]);
+    let feats = random_feats(&mut rng, frames, d);
+    let ali: Vec<u32> = (0..frames).map(|_| rng.below(4) as u32).collect();
+    let mut lm = e.load(&m).unwrap();
+    let mut acc = ModelAccumulators::zeros(&m, UpdateFlags::default());
+    let mut like = 0.0;
+    for (t0, t1) in [(0, 1700), (1700, 1701), (1701, frames)] {
+        let batch = FrameBatch::new(&feats[t0 * d..t1 * d], d);
+        like += lm
+            .accumulate_deferred(batch, FrameTargets::Aligned(&ali[t0..t1]), &mut acc)
+            .unwrap()
+            .unwrap_or(0.0);
+    }
+    let mut other = ModelAccumulators::zeros(&m, UpdateFlags::default());
+    let err = lm
+        .accumulate(
+            FrameBatch::new(&feats, d),
+            FrameTargets::Aligned(&ali),
+            &mut other,
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("settled"), "{err}");
+    like += lm.settle(&mut acc).unwrap();
+    assert_eq!(lm.settle(&mut acc).unwrap(), 0.0, "settled twice");
+    let want = ref_accumulate(
+        &m,
+        &feats,
+        &ali.iter()
+            .enumerate()
+            .map(|(t, &st)| (st as usize, t, 1.0))
+            .collect::<Vec<_>>(),
+    );
+    compare_acc(&acc, &want).unwrap();
+    assert!(
+        (like - want.total_like).abs() <= 1e-5 * want.total_like.abs(),
+        "{like} vs {}",
+        want.total_like
+    );
+    // After settling, plain calls work again.
+    lm.accumulate(
+        FrameBatch::new(&feats, d),
+        FrameTargets::Aligned(&ali),
+        &mut other,
+    )
+    .unwrap();
+    compare_acc(&other, &want).unwrap();
 }
 
 /// Bad inputs are errors, never panics.

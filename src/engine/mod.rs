@@ -97,6 +97,28 @@ pub trait LoadedModel {
         acc: &mut ModelAccumulators,
     ) -> Result<f64>;
 
+    /// [`accumulate`](Self::accumulate), but the engine may keep this batch's
+    /// statistics on its side (a GPU still computing them) so that the caller
+    /// prepares the next batch meanwhile. They land in `acc` — the same
+    /// accumulators on every call until [`settle`](Self::settle) — at the
+    /// latest when `settle` is called. Returns the batch's Σ weight ×
+    /// log-likelihood when it is known now, `None` when `settle` will count it.
+    fn accumulate_deferred(
+        &mut self,
+        feats: FrameBatch<'_>,
+        targets: FrameTargets<'_>,
+        acc: &mut ModelAccumulators,
+    ) -> Result<Option<f64>> {
+        self.accumulate(feats, targets, acc).map(Some)
+    }
+
+    /// Adds the statistics kept back by
+    /// [`accumulate_deferred`](Self::accumulate_deferred) into `acc` and
+    /// returns their Σ weight × log-likelihood (0 when none are pending).
+    fn settle(&mut self, _acc: &mut ModelAccumulators) -> Result<f64> {
+        Ok(0.0)
+    }
+
     /// Device time of the kernels of the last call (CUDA: events around each
     /// launch, host-device copies excluded, as a GPU peer measures), or `None`
     /// for engines that compute on the host.

@@ -89,7 +89,10 @@ impl Batch {
         self.frames += rows;
     }
 
-    /// One engine call for everything queued; returns Σ weight × log-likelihood.
+    /// One engine call for everything queued; returns Σ weight ×
+    /// log-likelihood where the engine knows it already (a GPU engine may
+    /// still be computing: its statistics and likelihood come with
+    /// [`Batch::settle`]).
     fn flush(
         &mut self,
         dim: usize,
@@ -111,7 +114,9 @@ impl Batch {
                     pairs: &self.pairs,
                 },
             };
-            loaded.accumulate(batch, targets, accs)?
+            loaded
+                .accumulate_deferred(batch, targets, accs)?
+                .unwrap_or(0.0)
         };
         self.mode = None;
         self.feats.clear();
@@ -120,6 +125,20 @@ impl Batch {
         self.offsets.clear();
         self.pairs.clear();
         Ok(like)
+    }
+}
+
+impl Batch {
+    /// Sends what is queued and waits for every batch sent: the statistics
+    /// are all in `accs`; returns Σ weight × log-likelihood not yet counted.
+    fn settle(
+        &mut self,
+        dim: usize,
+        loaded: &mut dyn LoadedModel,
+        accs: &mut ModelAccumulators,
+    ) -> Result<f64> {
+        let like = self.flush(dim, loaded, accs)?;
+        Ok(like + loaded.settle(accs)?)
     }
 }
 
@@ -262,7 +281,7 @@ impl<'e> AmAccStats<'e> {
     pub fn take_like(&mut self) -> Result<f64> {
         let l = self
             .batch
-            .flush(self.dim, self.loaded.as_mut(), &mut self.accs)?;
+            .settle(self.dim, self.loaded.as_mut(), &mut self.accs)?;
         Ok(std::mem::take(&mut self.like) + l)
     }
 
@@ -380,7 +399,7 @@ impl<'e> GlobalAccStats<'e> {
     pub fn take_like(&mut self) -> Result<f64> {
         let l = self
             .batch
-            .flush(self.dim, self.loaded.as_mut(), &mut self.accs)?;
+            .settle(self.dim, self.loaded.as_mut(), &mut self.accs)?;
         Ok(std::mem::take(&mut self.like) + l)
     }
 

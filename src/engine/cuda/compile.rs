@@ -35,6 +35,10 @@ pub struct KernelShape {
     /// Warps per CTA of the tensor-core scoring kernel (`block_score_tc`;
     /// 16 frames each), 0 where it is not used.
     pub tcw: usize,
+    /// k-steps per chunk of the K-chunked tensor-core kernel
+    /// (`block_score_tck`, for z too long to keep in shared memory), 0 where
+    /// the resident kernel runs instead.
+    pub kc: usize,
 }
 
 impl std::hash::Hash for KernelShape {
@@ -46,6 +50,7 @@ impl std::hash::Hash for KernelShape {
             self.gb,
             self.kch,
             self.tcw,
+            self.kc,
         )
             .hash(h);
     }
@@ -101,6 +106,7 @@ impl KernelShape {
             kw,
             wres: false,
             tcw: 0,
+            kc: 0,
         };
         shape.wres = shape.smem_stats() + kzv * gb * 4 <= SMEM_BUDGET;
         shape
@@ -110,10 +116,22 @@ impl KernelShape {
     /// has them (compute capability 8.0 or later: `mma.sync` in TF32) and
     /// their operands fit in shared memory: 8 warps (128 frames) a CTA when
     /// that fits, else 4 or 2. `AMTOOL_CUDA_TC=0` keeps the FP32 kernels.
-    pub fn for_device(mut self, cc: (i32, i32)) -> Self {
-        let off = std::env::var("AMTOOL_CUDA_TC").is_ok_and(|v| v == "0");
+    ///
+    /// Long z (full covariances from D = 18) stays on the FP32 kernel unless
+    /// `AMTOOL_CUDA_TC=all` asks for the K-chunked tensor-core kernel (8
+    /// warps, chunks of 8 k-steps): 3xTF32 carries about 22 bits a product
+    /// against FP32's 24, and a real full-covariance UBM's log-likelihoods
+    /// are small results of long sums of cancelling terms, so the tensor
+    /// cores' error there is about ten times FP32's (docs/performance.md).
+    pub fn for_device(self, cc: (i32, i32)) -> Self {
+        self.for_device_with(cc, &std::env::var("AMTOOL_CUDA_TC").unwrap_or_default())
+    }
+
+    /// [`for_device`](Self::for_device) with the value of `AMTOOL_CUDA_TC`.
+    pub fn for_device_with(mut self, cc: (i32, i32), tc: &str) -> Self {
         self.tcw = 0;
-        if off || cc.0 < 8 {
+        self.kc = 0;
+        if tc == "0" || cc.0 < 8 {
             return self;
         }
         for w in [8, 4, 2] {
@@ -121,6 +139,13 @@ impl KernelShape {
             if s.smem_tc() <= TC_SMEM_BUDGET {
                 return s;
             }
+        }
+        if tc == "all" {
+            return KernelShape {
+                tcw: 8,
+                kc: 8.min(self.ks()),
+                ..self
+            };
         }
         self
     }
@@ -139,10 +164,15 @@ impl KernelShape {
         }
     }
 
-    /// Dynamic shared memory of the tensor-core kernel: the z fragments of
-    /// 16·tcw frames (hi and lo) and two W slots.
+    /// Dynamic shared memory of the tensor-core kernel: resident, the z
+    /// fragments of 16·tcw frames (hi and lo) and two W slots; K-chunked, two
+    /// stages of a chunk of z (16·tcw frames) and of two slots, plain f32.
     pub fn smem_tc(&self) -> usize {
-        (self.tcw * self.ks() * 256 + 2 * self.ks() * 1024) * 4
+        if self.kc > 0 {
+            2 * (self.tcw * self.kc * 128 + 2 * self.kc * 512) * 4
+        } else {
+            (self.tcw * self.ks() * 256 + 2 * self.ks() * 1024) * 4
+        }
     }
 
     /// Chunks of z per dot product.
@@ -174,7 +204,7 @@ impl KernelShape {
     /// of the source.
     pub fn prelude(&self) -> String {
         let mut s = format!(
-            "#define D {}\n#define KZ {}\n#define FULL {}\n#define TF {}\n#define NT {}\n#define GB {}\n#define KCH {}\n#define KW {}\n#define WRES {}\n#define TCW {}\n#define KS {}\n",
+            "#define D {}\n#define KZ {}\n#define FULL {}\n#define TF {}\n#define NT {}\n#define GB {}\n#define KCH {}\n#define KW {}\n#define WRES {}\n#define TCW {}\n#define KS {}\n#define KC {}\n",
             self.dim,
             self.kz(),
             u8::from(self.kind == CovKind::Full),
@@ -185,7 +215,8 @@ impl KernelShape {
             self.kw,
             u8::from(self.wres),
             self.tcw,
-            self.ks()
+            self.ks(),
+            self.kc
         );
         if self.kind == CovKind::Full {
             s.push_str("__device__ const unsigned short PAIRS[] = {");
@@ -359,24 +390,31 @@ mod tests {
             assert_eq!((s.tcw, s.score_tile()), (8, 128), "{s:?}");
             assert!(s.smem_tc() <= TC_SMEM_BUDGET);
         }
-        // No mma.sync before sm_80; long z (full covariance, D=36) stays on FP32.
-        assert_eq!(
-            KernelShape::for_model(40, CovKind::Diagonal)
-                .for_device((7, 5))
-                .tcw,
-            0
-        );
-        assert_eq!(
-            KernelShape::for_model(36, CovKind::Full)
-                .for_device((9, 0))
-                .tcw,
-            0
-        );
+        // No mma.sync before sm_80.
+        let old = KernelShape::for_model(40, CovKind::Diagonal).for_device_with((7, 5), "all");
+        assert_eq!((old.tcw, old.kc), (0, 0));
+        // Long z (full covariance, D=36: 703 rows) stays on FP32 unless
+        // asked, then takes the K-chunked kernel.
+        let f = KernelShape::for_model(36, CovKind::Full);
+        assert_eq!(f.for_device_with((9, 0), "").tcw, 0);
+        let c = f.for_device_with((9, 0), "all");
+        assert_eq!((c.tcw, c.kc, c.ks()), (8, 8, 88), "{c:?}");
+        // Short z keeps the resident one either way.
+        let f = KernelShape::for_model(8, CovKind::Full).for_device_with((9, 0), "all");
+        assert!(f.tcw > 0 && f.kc == 0, "{f:?}");
         for d in 1..=80 {
             for kind in [CovKind::Diagonal, CovKind::Full] {
-                let s = KernelShape::for_model(d, kind).for_device((9, 0));
-                assert!(s.tcw == 0 || s.smem_tc() <= TC_SMEM_BUDGET, "{s:?}");
+                let plain = KernelShape::for_model(d, kind).for_device_with((9, 0), "");
+                assert!(
+                    plain.tcw == 0 || plain.smem_tc() <= TC_SMEM_BUDGET,
+                    "{plain:?}"
+                );
+                assert_eq!(plain.kc, 0);
+                let s = KernelShape::for_model(d, kind).for_device_with((9, 0), "all");
+                assert!(s.tcw > 0 && s.smem_tc() <= TC_SMEM_BUDGET, "{s:?}");
+                assert!(s.kc <= s.ks());
                 assert!(s.prelude().contains(&format!("#define TCW {}\n", s.tcw)));
+                assert!(s.prelude().contains(&format!("#define KC {}\n", s.kc)));
             }
         }
     }

@@ -15,6 +15,7 @@
 
 pub mod compile;
 pub mod model;
+mod operands;
 pub mod plan;
 
 use std::collections::HashMap;
@@ -37,9 +38,12 @@ pub(crate) struct Kernels {
     pub accum_stats: CudaFunction,
     pub reduce_partials: CudaFunction,
     pub sum_f64: CudaFunction,
-    /// The tensor-core scoring kernel and its split merge, where the shape
-    /// has them (`shape.tcw > 0`).
+    /// The tensor-core scoring kernel (resident `block_score_tc`, or the
+    /// K-chunked `block_score_tck` when `shape.kc > 0`) and its split merge,
+    /// where the shape has them (`shape.tcw > 0`).
     pub block_score_tc: Option<CudaFunction>,
+    /// The z operand of `block_score_tck` (`shape.kc > 0`).
+    pub zfrag_plain: Option<CudaFunction>,
     pub merge_splits: Option<CudaFunction>,
     _module: Arc<CudaModule>,
 }
@@ -52,6 +56,9 @@ pub struct CudaEngine {
     pub(crate) copy_stream: Arc<CudaStream>,
     name: String,
     cc: (i32, i32),
+    /// Which tensor-core kernels to use (`AMTOOL_CUDA_TC`: "0" none, "all"
+    /// also the K-chunked one for long z; see `KernelShape::for_device`).
+    tc: String,
     kernels: Mutex<HashMap<KernelShape, Arc<Kernels>>>,
 }
 
@@ -73,6 +80,19 @@ impl CudaEngine {
                 .unwrap_or_else(|| "unknown failure".into());
             Err(Error::Engine(format!("CUDA could not be loaded: {msg}")))
         })
+    }
+
+    /// [`new`](Self::new) with the tensor-core choice given here instead of
+    /// by `AMTOOL_CUDA_TC` (tests and benchmarks of one kernel).
+    pub fn with_tensor_cores(tc: &str) -> Result<Self> {
+        let mut e = Self::new()?;
+        e.tc = tc.to_string();
+        Ok(e)
+    }
+
+    /// The kernel shape for a model of `dim` and `kind` on this device.
+    pub(crate) fn shape_for(&self, dim: usize, kind: crate::model::CovKind) -> KernelShape {
+        KernelShape::for_model(dim, kind).for_device_with(self.cc, &self.tc)
     }
 
     fn open() -> Result<Self> {
@@ -105,6 +125,7 @@ impl CudaEngine {
             copy_stream,
             name,
             cc,
+            tc: std::env::var("AMTOOL_CUDA_TC").unwrap_or_default(),
             kernels: Mutex::new(HashMap::new()),
         })
     }
@@ -151,7 +172,12 @@ impl CudaEngine {
             accum_stats: f("accum_stats")?,
             reduce_partials: f("reduce_partials")?,
             sum_f64: f("sum_f64")?,
-            block_score_tc: (shape.tcw > 0).then(|| f("block_score_tc")).transpose()?,
+            block_score_tc: match (shape.tcw, shape.kc) {
+                (0, _) => None,
+                (_, 0) => Some(f("block_score_tc")?),
+                _ => Some(f("block_score_tck")?),
+            },
+            zfrag_plain: (shape.kc > 0).then(|| f("zfrag_plain")).transpose()?,
             merge_splits: (shape.tcw > 0).then(|| f("merge_splits")).transpose()?,
             _module: module.clone(),
         });

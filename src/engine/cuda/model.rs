@@ -25,6 +25,7 @@ use cudarc::driver::{
 };
 
 use super::compile::KernelShape;
+use super::operands::{to_fragments, to_pair_fragments};
 use super::plan::{self, PlanShape};
 use super::{driver_err, CudaEngine, Kernels};
 use crate::engine::{FrameBatch, FrameTargets, LoadedModel};
@@ -82,6 +83,18 @@ pub struct CudaModel<'e> {
     timers: Vec<(CudaEvent, CudaEvent)>,
     /// Partial (max, sum) pairs of split tensor-core scoring.
     split_part: Option<CudaSlice<f32>>,
+    /// The z operand of the K-chunked scoring kernel (shape.kc > 0).
+    zq: Option<CudaSlice<f32>>,
+    /// Statistics of `accumulate_deferred` calls not yet settled.
+    pending: Option<Pending>,
+}
+
+/// Device statistics kept across deferred calls: the f64 accumulators, the
+/// Σ weight × log-likelihood, and the Σ weight known on the host.
+struct Pending {
+    acc64: CudaSlice<f64>,
+    total: CudaSlice<f64>,
+    weight: f64,
 }
 
 /// Weight vector w of Gaussian `g` of `state` (see `kernels/gmm.cu`): the
@@ -115,56 +128,6 @@ fn weights_row(model: &AcousticModel, state: usize, g: usize, out: &mut [f32]) {
     out[last] = s.gconsts[g];
 }
 
-/// `x` rounded to TF32 (10 mantissa bits) as `cvt.rna.tf32.f32` does: to
-/// nearest, ties away from zero (adding half an ulp to the magnitude bits).
-fn tf32_round(x: f32) -> f32 {
-    if !x.is_finite() {
-        return x;
-    }
-    f32::from_bits(x.to_bits().wrapping_add(0x1000) & 0xffff_e000)
-}
-
-/// Slots of 64 columns, each `[k][64]` (k < kz), rearranged into the operand
-/// order of the tensor-core kernels (see `kernels/gmm.cu`): per slot, per
-/// k-step of 8 and per 8 columns, 32 lanes × (b0 hi, b1 hi, b0 lo, b1 lo),
-/// where lane = 4g + t holds rows 8s+t and 8s+t+4 of column 8j+g, each split
-/// into a TF32 part and its TF32 remainder. Rows past kz are zero; −∞ (a
-/// virtual Gaussian's gconst) becomes −1e30, since 0·−∞ would be NaN.
-fn to_fragments(plain: &[f32], kz: usize, ks: usize) -> Vec<f32> {
-    let lanes = BLOCK_STATES;
-    let slots = plain.len() / (kz * lanes);
-    let mut out = vec![0f32; slots * ks * 1024];
-    let at = |slot: usize, k: usize, n: usize| -> f32 {
-        if k >= kz {
-            return 0.0;
-        }
-        let v = plain[(slot * kz + k) * lanes + n];
-        if v == f32::NEG_INFINITY {
-            -1e30
-        } else {
-            v
-        }
-    };
-    for slot in 0..slots {
-        for st in 0..ks {
-            for j in 0..8 {
-                for lane in 0..32 {
-                    let (g, t) = (lane >> 2, lane & 3);
-                    let n = 8 * j + g;
-                    let o = slot * ks * 1024 + ((st * 8 + j) * 32 + lane) * 4;
-                    for (q, k) in [8 * st + t, 8 * st + t + 4].into_iter().enumerate() {
-                        let v = at(slot, k, n);
-                        let hi = tf32_round(v);
-                        out[o + q] = hi;
-                        out[o + 2 + q] = tf32_round(v - hi);
-                    }
-                }
-            }
-        }
-    }
-    out
-}
-
 fn check_dim(what: &str, got: usize, want: usize) -> Result<()> {
     if got != want {
         return Err(Error::Mismatch(format!(
@@ -195,8 +158,7 @@ impl<'e> CudaModel<'e> {
                 )));
             }
         }
-        let shape =
-            KernelShape::for_model(model.dim, model.kind).for_device(eng.compute_capability());
+        let shape = eng.shape_for(model.dim, model.kind);
         let k = eng.kernels(shape)?;
         let state_ng: Vec<usize> = model.states.iter().map(|s| s.num_components()).collect();
         let mut state_first = Vec::with_capacity(state_ng.len());
@@ -219,6 +181,8 @@ impl<'e> CudaModel<'e> {
             streaming: None,
             timers: Vec::new(),
             split_part: None,
+            zq: None,
+            pending: None,
         })
     }
 
@@ -300,10 +264,10 @@ impl<'e> CudaModel<'e> {
         }
         let e = driver_err("uploading the model");
         // The tensor-core kernel reads the same weights in its operand order.
-        let w = if self.k.shape.tcw > 0 {
-            to_fragments(&w, kz, self.k.shape.ks())
-        } else {
-            w
+        let w = match (self.k.shape.tcw, self.k.shape.kc) {
+            (0, _) => w,
+            (_, 0) => to_fragments(&w, kz, self.k.shape.ks()),
+            _ => to_pair_fragments(&w, kz, self.k.shape.ks()),
         };
         self.blk = Some(BlockDev {
             w: s.clone_htod(&w).map_err(&e)?,
@@ -428,10 +392,13 @@ impl<'e> CudaModel<'e> {
     /// Splits of the tensor-core scoring: enough CTAs for about four waves
     /// when `n` frames alone would leave SMs idle, each split still walking
     /// at least 16 slots of its block.
+    /// (The K-chunked kernel walks a slot in many stages: two slots a split
+    /// are enough there.)
     fn score_splits(&self, n: usize, blk: &BlockDev) -> usize {
         let tiles = n.div_ceil(self.k.shape.score_tile()) * blk.blocks;
         let want = (4 * self.eng.multiprocessors()).div_ceil(tiles.max(1));
-        want.min(blk.max_slots / 16).max(1)
+        let min_slots = if self.k.shape.kc > 0 { 2 } else { 16 };
+        want.min(blk.max_slots / min_slots).max(1)
     }
 
     /// Enqueue block scoring for `n` frames on the device; `out` gets n × S.
@@ -475,18 +442,41 @@ impl<'e> CudaModel<'e> {
             _ => unsafe { stream.alloc::<f32>(need.max(2)) }
                 .map_err(driver_err("allocating split scratch"))?,
         };
+        let tiles = n.div_ceil(sh.score_tile());
         let cfg = LaunchConfig {
-            grid_dim: (
-                n.div_ceil(sh.score_tile()) as u32,
-                blk.blocks as u32,
-                splits as u32,
-            ),
+            grid_dim: (tiles as u32, blk.blocks as u32, splits as u32),
             block_dim: (32 * sh.tcw as u32, 1, 1),
             shared_mem_bytes: sh.smem_tc() as u32,
         };
+        let mut zq = None;
+        if let Some(zfrag) = &self.k.zfrag_plain {
+            // z of every 16-frame group the CTAs read, in operand order.
+            let groups = tiles * sh.tcw;
+            let need = groups * sh.ks() * 128;
+            let mut buf = match self.zq.take() {
+                Some(b) if b.len() >= need => b,
+                // SAFETY: zfrag_plain writes all `need` floats before the scoring reads them.
+                _ => unsafe { stream.alloc::<f32>(need) }
+                    .map_err(driver_err("allocating the z operand"))?,
+            };
+            let zcfg = LaunchConfig {
+                grid_dim: (groups as u32, sh.ks() as u32, 1),
+                block_dim: (128, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let mut lb = stream.launch_builder(zfrag);
+            lb.arg(feats).arg(&t).arg(&mut buf);
+            // SAFETY: argument types and counts match the kernel; `buf` holds
+            // groups × KS × 128 floats.
+            unsafe { lb.launch(zcfg) }.map_err(driver_err("zfrag_plain"))?;
+            zq = Some(buf);
+        }
         let mut lb = stream.launch_builder(func);
-        lb.arg(feats)
-            .arg(&t)
+        match &zq {
+            Some(z) => lb.arg(z),
+            None => lb.arg(feats),
+        };
+        lb.arg(&t)
             .arg(&blk.w)
             .arg(&blk.off)
             .arg(&blk.slots)
@@ -497,6 +487,9 @@ impl<'e> CudaModel<'e> {
         // SAFETY: argument types and counts match the kernel; `part` holds
         // splits × n × S pairs.
         unsafe { lb.launch(cfg) }.map_err(driver_err("block_score_tc"))?;
+        if zq.is_some() {
+            self.zq = zq;
+        }
         if splits > 1 {
             let merge = self
                 .k
@@ -975,13 +968,68 @@ impl LoadedModel for CudaModel<'_> {
         targets: FrameTargets<'_>,
         acc: &mut ModelAccumulators,
     ) -> Result<f64> {
+        if self.pending.is_some() {
+            return Err(Error::Engine(
+                "deferred statistics must be settled before another accumulate".into(),
+            ));
+        }
+        let r = self.accumulate_deferred(feats, targets, acc);
+        let like = self.settle(acc);
+        r?;
+        like
+    }
+
+    fn accumulate_deferred(
+        &mut self,
+        feats: FrameBatch<'_>,
+        targets: FrameTargets<'_>,
+        acc: &mut ModelAccumulators,
+    ) -> Result<Option<f64>> {
         check_dim("statistics", feats.dim, self.model.dim)?;
         self.check_acc(acc)?;
         plan::validate(&targets, feats.frames, self.state_ng.len())?;
         if feats.frames == 0 {
-            return Ok(0.0);
+            return Ok(Some(0.0));
         }
-        self.timers.clear();
+        let mut pend = match self.pending.take() {
+            Some(p) => p,
+            None => {
+                self.timers.clear();
+                Pending {
+                    acc64: self.begin_stats()?,
+                    total: self
+                        .eng
+                        .stream
+                        .alloc_zeros::<f64>(1)
+                        .map_err(driver_err("allocating"))?,
+                    weight: 0.0,
+                }
+            }
+        };
+        let r = self.enqueue_stats(&feats, &targets, &mut pend);
+        // Kept even after an error: what was enqueued before it is settled
+        // (or dropped) with the rest.
+        self.pending = Some(pend);
+        r.map(|()| None)
+    }
+
+    fn settle(&mut self, acc: &mut ModelAccumulators) -> Result<f64> {
+        match self.pending.take() {
+            None => Ok(0.0),
+            Some(p) => self.finish_stats(p.acc64, &p.total, p.weight, acc),
+        }
+    }
+}
+
+impl CudaModel<'_> {
+    /// Enqueue the statistics of a batch into `pend`, chunk by chunk through
+    /// the streaming buffers.
+    fn enqueue_stats(
+        &mut self,
+        feats: &FrameBatch<'_>,
+        targets: &FrameTargets<'_>,
+        pend: &mut Pending,
+    ) -> Result<()> {
         self.ensure_states()?;
         let d = feats.dim;
         // Two feature buffers, entries, and the partial sums of the items.
@@ -990,97 +1038,27 @@ impl LoadedModel for CudaModel<'_> {
             + (self.k.shape.gb * self.kz * 4 * self.state_ng.len().min(64)).div_ceil(ITEM_ENTRIES);
         let nf = self.chunk_frames(feats.frames, per_frame)?;
         self.ensure_streaming(nf)?;
-        let s = self.eng.stream.clone();
-        let mut acc64 = self.begin_stats()?;
-        let mut total = s.alloc_zeros::<f64>(1).map_err(driver_err("allocating"))?;
-        let mut weight = 0.0;
         for (ci, c0) in (0..feats.frames).step_by(nf).enumerate() {
             let c1 = (c0 + nf).min(feats.frames);
             let b = ci % 2;
-            self.stage(&feats, c0, c1, b)?;
+            self.stage(feats, c0, c1, b)?;
             let st = self
                 .streaming
                 .take()
                 .ok_or_else(|| Error::Engine("streaming buffers missing".into()))?;
             let r = self.stats_chunk(
                 &st.dev[b].slice(0..(c1 - c0) * d),
-                &targets,
+                targets,
                 c0,
                 c1,
-                &mut acc64,
-                &mut total,
+                &mut pend.acc64,
+                &mut pend.total,
             );
             self.streaming = Some(st);
             let (w, ev) = r?;
-            weight += w;
+            pend.weight += w;
             self.timers.extend(ev);
         }
-        self.finish_stats(acc64, &total, weight, acc)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tf32_round_keeps_ten_mantissa_bits_ties_away() {
-        assert_eq!(tf32_round(1.0), 1.0);
-        let ulp = 2f32.powi(-10);
-        // 1 + ulp/2 is a tie: away from zero, in both signs.
-        assert_eq!(tf32_round(1.0 + ulp / 2.0), 1.0 + ulp);
-        assert_eq!(tf32_round(-(1.0 + ulp / 2.0)), -(1.0 + ulp));
-        assert_eq!(tf32_round(1.0 + ulp / 4.0), 1.0);
-        assert_eq!(tf32_round(f32::NEG_INFINITY), f32::NEG_INFINITY);
-        let x = 123.456_79f32;
-        let hi = tf32_round(x);
-        assert_eq!(hi.to_bits() & 0x1fff, 0);
-        let lo = tf32_round(x - hi);
-        assert!(
-            ((hi + lo) - x).abs() <= x.abs() * 2f32.powi(-20),
-            "{hi} {lo}"
-        );
-    }
-
-    #[test]
-    fn fragments_put_each_weight_where_the_mma_reads_it() {
-        let (kz, ks) = (11, 2);
-        let slots = 2;
-        let plain: Vec<f32> = (0..slots * kz * BLOCK_STATES)
-            .map(|i| {
-                if i == 5 {
-                    f32::NEG_INFINITY
-                } else {
-                    1.0 + i as f32 / 7.0
-                }
-            })
-            .collect();
-        let f = to_fragments(&plain, kz, ks);
-        assert_eq!(f.len(), slots * ks * 1024);
-        for slot in 0..slots {
-            for k in 0..8 * ks {
-                for n in 0..BLOCK_STATES {
-                    let (st, kk) = (k / 8, k % 8);
-                    let (t, q) = (kk % 4, kk / 4);
-                    let (j, g) = (n / 8, n % 8);
-                    let o = slot * ks * 1024 + ((st * 8 + j) * 32 + 4 * g + t) * 4;
-                    let got = f[o + q] + f[o + 2 + q];
-                    let want = if k >= kz {
-                        0.0
-                    } else {
-                        let v = plain[(slot * kz + k) * BLOCK_STATES + n];
-                        if v.is_finite() {
-                            v
-                        } else {
-                            -1e30
-                        }
-                    };
-                    assert!(
-                        (got - want).abs() <= want.abs() * 1e-6,
-                        "{slot} {k} {n}: {got} vs {want}"
-                    );
-                }
-            }
-        }
+        Ok(())
     }
 }

@@ -1,0 +1,185 @@
+//! The weights of the padded 64-state blocks in the operand order of the
+//! tensor-core scoring kernels (`kernels/gmm.cu`): slots of 64 columns, each
+//! `[k][64]` (k < kz), rearranged so that every lane's mma fragment is one
+//! 16-byte load. Rows past kz are zero; −∞ (a virtual Gaussian's gconst)
+//! becomes −1e30, since 0·−∞ would be NaN in the split products.
+
+use super::model::BLOCK_STATES;
+
+/// `x` rounded to TF32 (10 mantissa bits) as `cvt.rna.tf32.f32` does: to
+/// nearest, ties away from zero (adding half an ulp to the magnitude bits).
+pub(crate) fn tf32_round(x: f32) -> f32 {
+    if !x.is_finite() {
+        return x;
+    }
+    f32::from_bits(x.to_bits().wrapping_add(0x1000) & 0xffff_e000)
+}
+
+/// Slots of 64 columns, each `[k][64]` (k < kz), rearranged into the operand
+/// order of the tensor-core kernels (see `kernels/gmm.cu`): per slot, per
+/// k-step of 8 and per 8 columns, 32 lanes × (b0 hi, b1 hi, b0 lo, b1 lo),
+/// where lane = 4g + t holds rows 8s+t and 8s+t+4 of column 8j+g, each split
+/// into a TF32 part and its TF32 remainder. Rows past kz are zero; −∞ (a
+/// virtual Gaussian's gconst) becomes −1e30, since 0·−∞ would be NaN.
+pub(crate) fn to_fragments(plain: &[f32], kz: usize, ks: usize) -> Vec<f32> {
+    let lanes = BLOCK_STATES;
+    let slots = plain.len() / (kz * lanes);
+    let mut out = vec![0f32; slots * ks * 1024];
+    for slot in 0..slots {
+        for st in 0..ks {
+            for j in 0..8 {
+                for lane in 0..32 {
+                    let (g, t) = (lane >> 2, lane & 3);
+                    let n = 8 * j + g;
+                    let o = slot * ks * 1024 + ((st * 8 + j) * 32 + lane) * 4;
+                    for (q, k) in [8 * st + t, 8 * st + t + 4].into_iter().enumerate() {
+                        let v = weight_at(plain, kz, slot, k, n);
+                        let hi = tf32_round(v);
+                        out[o + q] = hi;
+                        out[o + 2 + q] = tf32_round(v - hi);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The same slots in the order of the K-chunked kernel (`block_score_tck`),
+/// plain f32 (the kernel splits in registers): per slot, per k-step of 8 and
+/// per pair p of 8-column tiles, 32 lanes × (b0, b1 of tile 2p, b0, b1 of
+/// tile 2p+1), where lane = 4g + t holds rows 8s+t and 8s+t+4 of column
+/// 8j+g.
+pub(crate) fn to_pair_fragments(plain: &[f32], kz: usize, ks: usize) -> Vec<f32> {
+    let lanes = BLOCK_STATES;
+    let slots = plain.len() / (kz * lanes);
+    let mut out = vec![0f32; slots * ks * 512];
+    for slot in 0..slots {
+        for st in 0..ks {
+            for pair in 0..4 {
+                for lane in 0..32 {
+                    let (g, t) = (lane >> 2, lane & 3);
+                    let o = slot * ks * 512 + ((st * 4 + pair) * 32 + lane) * 4;
+                    for (h, j) in [2 * pair, 2 * pair + 1].into_iter().enumerate() {
+                        for (q, k) in [8 * st + t, 8 * st + t + 4].into_iter().enumerate() {
+                            out[o + 2 * h + q] = weight_at(plain, kz, slot, k, 8 * j + g);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+fn weight_at(plain: &[f32], kz: usize, slot: usize, k: usize, n: usize) -> f32 {
+    if k >= kz {
+        return 0.0;
+    }
+    let v = plain[(slot * kz + k) * BLOCK_STATES + n];
+    if v == f32::NEG_INFINITY {
+        -1e30
+    } else {
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tf32_round_keeps_ten_mantissa_bits_ties_away() {
+        assert_eq!(tf32_round(1.0), 1.0);
+        let ulp = 2f32.powi(-10);
+        // 1 + ulp/2 is a tie: away from zero, in both signs.
+        assert_eq!(tf32_round(1.0 + ulp / 2.0), 1.0 + ulp);
+        assert_eq!(tf32_round(-(1.0 + ulp / 2.0)), -(1.0 + ulp));
+        assert_eq!(tf32_round(1.0 + ulp / 4.0), 1.0);
+        assert_eq!(tf32_round(f32::NEG_INFINITY), f32::NEG_INFINITY);
+        let x = 123.456_79f32;
+        let hi = tf32_round(x);
+        assert_eq!(hi.to_bits() & 0x1fff, 0);
+        let lo = tf32_round(x - hi);
+        assert!(
+            ((hi + lo) - x).abs() <= x.abs() * 2f32.powi(-20),
+            "{hi} {lo}"
+        );
+    }
+
+    #[test]
+    fn fragments_put_each_weight_where_the_mma_reads_it() {
+        let (kz, ks) = (11, 2);
+        let slots = 2;
+        let plain: Vec<f32> = (0..slots * kz * BLOCK_STATES)
+            .map(|i| {
+                if i == 5 {
+                    f32::NEG_INFINITY
+                } else {
+                    1.0 + i as f32 / 7.0
+                }
+            })
+            .collect();
+        let f = to_fragments(&plain, kz, ks);
+        assert_eq!(f.len(), slots * ks * 1024);
+        for slot in 0..slots {
+            for k in 0..8 * ks {
+                for n in 0..BLOCK_STATES {
+                    let (st, kk) = (k / 8, k % 8);
+                    let (t, q) = (kk % 4, kk / 4);
+                    let (j, g) = (n / 8, n % 8);
+                    let o = slot * ks * 1024 + ((st * 8 + j) * 32 + 4 * g + t) * 4;
+                    let got = f[o + q] + f[o + 2 + q];
+                    let want = if k >= kz {
+                        0.0
+                    } else {
+                        let v = plain[(slot * kz + k) * BLOCK_STATES + n];
+                        if v.is_finite() {
+                            v
+                        } else {
+                            -1e30
+                        }
+                    };
+                    assert!(
+                        (got - want).abs() <= want.abs() * 1e-6,
+                        "{slot} {k} {n}: {got} vs {want}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn pair_fragments_put_each_weight_where_the_chunked_kernel_reads_it() {
+        let (kz, ks) = (13, 2);
+        let slots = 3;
+        let plain: Vec<f32> = (0..slots * kz * BLOCK_STATES)
+            .map(|i| if i == 7 { f32::NEG_INFINITY } else { i as f32 })
+            .collect();
+        let f = to_pair_fragments(&plain, kz, ks);
+        assert_eq!(f.len(), slots * ks * 512);
+        let mut seen = vec![false; f.len()];
+        for slot in 0..slots {
+            for k in 0..8 * ks {
+                for n in 0..BLOCK_STATES {
+                    let (st, kk) = (k / 8, k % 8);
+                    let (t, q) = (kk % 4, kk / 4);
+                    let (j, g) = (n / 8, n % 8);
+                    let o =
+                        slot * ks * 512 + ((st * 4 + j / 2) * 32 + 4 * g + t) * 4 + 2 * (j % 2) + q;
+                    let want = if k >= kz {
+                        0.0
+                    } else if slot * kz * BLOCK_STATES + k * BLOCK_STATES + n == 7 {
+                        -1e30
+                    } else {
+                        plain[(slot * kz + k) * BLOCK_STATES + n]
+                    };
+                    assert_eq!(f[o], want, "{slot} {k} {n}");
+                    assert!(!seen[o], "{o} written twice");
+                    seen[o] = true;
+                }
+            }
+        }
+        assert!(seen.iter().all(|&b| b));
+    }
+}
