@@ -747,15 +747,20 @@ extern "C" __global__ void __launch_bounds__(NTC) block_score_tc(
 // slot fit in shared memory. Both operands stream through a double-buffered
 // cp.async pipeline in chunks of KC k-steps, as plain f32 in fragment order
 // (half the bytes of pre-split operands), and are split into TF32 hi/lo in
-// registers. A warp owns 16 frames and two slots at a time (two Gaussians of
-// the same 64 states), so each A fragment feeds 16 column tiles and the
-// running log-sum-exp state stays at one (m, s) per (frame, state).
+// registers. A warp owns 16 frames × one slot (64 states) at a time.
+//
+// Accuracy: the tensor cores add into their accumulator with truncation,
+// relative to the accumulator's size, and the log-likelihood of a full
+// covariance is a small result of a long sum of cancelling terms. So each
+// chunk starts from zero, the hi·hi products and the small lo·hi + hi·lo
+// ones go to separate accumulators (the small terms never pass through the
+// large one), and the chunk sums are added to the running total in FP32.
 //   zq: [group of 16 frames][KS][lane][4]          a0..a3 (zfrag_plain)
 //   Wq: [slot][KS][tile pair (4)][lane][4]         b0, b1 of tile 2p, then of 2p+1
-// (engine/cuda/model.rs writes Wq.)
+// (engine/cuda/operands.rs writes Wq.)
 #define NCK ((KS + KC - 1) / KC) // chunks of a slot
 #define ZCH (TCW * KC * 128)     // floats of z a stage
-#define WCH (2 * KC * 512)       // floats of W a stage (two slots)
+#define WCH (KC * 512)           // floats of W a stage (one slot)
 #define STG (ZCH + WCH)
 
 // zq for groups [0, gridDim.x) of 16 frames: frames past T get z = [0.., 1],
@@ -772,22 +777,19 @@ extern "C" __global__ void zfrag_plain(const float* __restrict__ feats, int T, f
     zq[((u64)blockIdx.x * KS + s) * 128 + threadIdx.x] = z;
 }
 
-// Stage st of a walk over `nslot` slots of Wb in pairs: chunk st % NCK of
-// pair st / NCK (and the same chunk of this CTA's z) into buffer st & 1.
+// Stage st of a walk over slots of Wb: chunk st % NCK of slot st / NCK (and
+// the same chunk of this CTA's z) into buffer st & 1.
 __device__ __forceinline__ void issue_kstage(float* smem, const float* __restrict__ zq, int grp0,
-                                             const float* __restrict__ Wb, int nslot, int st) {
-    const int p = st / NCK, s0 = (st % NCK) * KC, rows = imin(KC, KS - s0);
+                                             const float* __restrict__ Wb, int st) {
+    const int g = st / NCK, s0 = (st % NCK) * KC, rows = imin(KC, KS - s0);
     float* dst = smem + (st & 1) * STG;
     const int zn = rows * 128;
     for (int i = threadIdx.x * 4; i < TCW * zn; i += NTC * 4) {
         const int w = i / zn, r = i % zn;
         cp16(dst + w * KC * 128 + r, zq + ((u64)(grp0 + w) * KS + s0) * 128 + r);
     }
-    const int nq = imin(2, nslot - 2 * p), wn = rows * 512;
-    for (int i = threadIdx.x * 4; i < nq * wn; i += NTC * 4) {
-        const int q = i / wn, r = i % wn;
-        cp16(dst + ZCH + q * KC * 512 + r, Wb + ((u64)(2 * p + q) * KS + s0) * 512 + r);
-    }
+    const float* src = Wb + ((u64)g * KS + s0) * 512;
+    for (int i = threadIdx.x * 4; i < rows * 512; i += NTC * 4) cp16(dst + ZCH + i, src + i);
     cp_commit();
 }
 
@@ -807,7 +809,7 @@ extern "C" __global__ void __launch_bounds__(NTC) block_score_tck(
     extern __shared__ __align__(16) float smem[];
     const int t0 = blockIdx.x * TFC, b = blockIdx.y;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    float m[8][4], s[8][4], c[2][8][4];
+    float m[8][4], s[8][4], ct[8][4];
 #pragma unroll
     for (int j = 0; j < 8; ++j)
 #pragma unroll
@@ -816,30 +818,29 @@ extern "C" __global__ void __launch_bounds__(NTC) block_score_tck(
             s[j][i] = 0.0f;
         }
     const int nsl = block_slots[b];
-    const int per = (((nsl + gridDim.z - 1) / gridDim.z) + 1) & ~1;
+    const int per = (nsl + gridDim.z - 1) / gridDim.z;
     const int g0 = imin(nsl, blockIdx.z * per), g1 = imin(nsl, g0 + per);
-    const int nslot = g1 - g0, stages = ((nslot + 1) / 2) * NCK;
+    const int stages = (g1 - g0) * NCK;
     const float* Wb = Wq + ((u64)block_off[b] + g0) * KS * 512;
     const int grp0 = blockIdx.x * TCW;
-    if (stages > 0) issue_kstage(smem, zq, grp0, Wb, nslot, 0);
+    if (stages > 0) issue_kstage(smem, zq, grp0, Wb, 0);
     for (int st = 0; st < stages; ++st) {
         if (st + 1 < stages) {
-            issue_kstage(smem, zq, grp0, Wb, nslot, st + 1);
+            issue_kstage(smem, zq, grp0, Wb, st + 1);
             cp_wait<1>();
         } else {
             cp_wait<0>();
         }
         __syncthreads();
-        const int p = st / NCK, ch = st % NCK, rows = imin(KC, KS - ch * KC);
-        const bool two = 2 * p + 1 < nslot;
-        if (ch == 0) {
+        const int ch = st % NCK, rows = imin(KC, KS - ch * KC);
+        float cb[8][4], cs[8][4];
 #pragma unroll
-            for (int q = 0; q < 2; ++q)
+        for (int j = 0; j < 8; ++j)
 #pragma unroll
-                for (int j = 0; j < 8; ++j)
-#pragma unroll
-                    for (int i = 0; i < 4; ++i) c[q][j][i] = 0.0f;
-        }
+            for (int i = 0; i < 4; ++i) {
+                cb[j][i] = 0.0f;
+                cs[j][i] = 0.0f;
+            }
         const float* buf = smem + (st & 1) * STG;
         const float* za = buf + warp * KC * 128 + lane * 4;
         const float* wa = buf + ZCH + lane * 4;
@@ -848,30 +849,25 @@ extern "C" __global__ void __launch_bounds__(NTC) block_score_tck(
             float4 ah, al;
             split4(*reinterpret_cast<const float4*>(za + k * 128), ah, al);
 #pragma unroll
-            for (int q = 0; q < 2; ++q) {
-                if (q == 1 && !two) break;
-#pragma unroll
-                for (int jp = 0; jp < 4; ++jp) {
-                    float4 bh, bl;
-                    split4(*reinterpret_cast<const float4*>(wa + q * KC * 512 + (k * 4 + jp) * 128), bh, bl);
-                    mma_tf32(c[q][2 * jp], al, bh.x, bh.y);
-                    mma_tf32(c[q][2 * jp], ah, bl.x, bl.y);
-                    mma_tf32(c[q][2 * jp], ah, bh.x, bh.y);
-                    mma_tf32(c[q][2 * jp + 1], al, bh.z, bh.w);
-                    mma_tf32(c[q][2 * jp + 1], ah, bl.z, bl.w);
-                    mma_tf32(c[q][2 * jp + 1], ah, bh.z, bh.w);
-                }
+            for (int jp = 0; jp < 4; ++jp) {
+                float4 bh, bl;
+                split4(*reinterpret_cast<const float4*>(wa + (k * 4 + jp) * 128), bh, bl);
+                mma_tf32(cs[2 * jp], al, bh.x, bh.y);
+                mma_tf32(cs[2 * jp], ah, bl.x, bl.y);
+                mma_tf32(cb[2 * jp], ah, bh.x, bh.y);
+                mma_tf32(cs[2 * jp + 1], al, bh.z, bh.w);
+                mma_tf32(cs[2 * jp + 1], ah, bl.z, bl.w);
+                mma_tf32(cb[2 * jp + 1], ah, bh.z, bh.w);
             }
         }
-        if (ch == NCK - 1) {
 #pragma unroll
-            for (int j = 0; j < 8; ++j)
+        for (int j = 0; j < 8; ++j)
 #pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    lse_push1(m[j][i], s[j][i], c[0][j][i]);
-                    if (two) lse_push1(m[j][i], s[j][i], c[1][j][i]);
-                }
-        }
+            for (int i = 0; i < 4; ++i) {
+                const float c = cb[j][i] + cs[j][i];
+                ct[j][i] = (ch == 0) ? c : ct[j][i] + c;
+                if (ch == NCK - 1) lse_push1(m[j][i], s[j][i], ct[j][i]);
+            }
         __syncthreads();
     }
     const int g = lane >> 2, t = lane & 3;

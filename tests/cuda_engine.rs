@@ -34,13 +34,13 @@ fn engine() -> Option<&'static CudaEngine> {
     E.get_or_init(engine_for_tests).as_ref()
 }
 
-/// The engine with every tensor-core kernel on (`AMTOOL_CUDA_TC=all`): long
-/// full-covariance z through the K-chunked kernel.
-fn engine_all_tc() -> Option<&'static CudaEngine> {
+/// The engine with the tensor cores off (`AMTOOL_CUDA_TC=0`): the FP32
+/// scoring kernels that devices before sm_80 run.
+fn engine_fp32() -> Option<&'static CudaEngine> {
     static E: OnceLock<Option<CudaEngine>> = OnceLock::new();
     E.get_or_init(|| {
         engine_for_tests()?;
-        Some(CudaEngine::with_tensor_cores("all").expect("a CUDA engine opened a moment ago"))
+        Some(CudaEngine::with_tensor_cores("0").expect("a CUDA engine opened a moment ago"))
     })
     .as_ref()
 }
@@ -455,10 +455,10 @@ proptest! {
         check_state_loglikes(e, &c).map_err(|m| TestCaseError::fail(format!("{c:?}: {m}")))?;
     }
 
-    /// The K-chunked tensor-core kernel (opt-in) on the same random models.
+    /// The FP32 scoring kernels (tensor cores off) on the same random models.
     #[test]
-    fn cuda_chunked_tensor_core_loglikes_match_f64(c in case(CovKind::Full, 70, 20, 600)) {
-        let Some(e) = engine_all_tc() else { return Ok(()) };
+    fn cuda_fp32_full_loglikes_match_f64(c in case(CovKind::Full, 70, 20, 600)) {
+        let Some(e) = engine_fp32() else { return Ok(()) };
         check_state_loglikes(e, &c).map_err(|m| TestCaseError::fail(format!("{c:?}: {m}")))?;
     }
 
@@ -530,12 +530,15 @@ fn cuda_edge_cases_match_f64() {
     }
 }
 
-/// The fullcov_score shape in small through the K-chunked tensor-core
-/// kernel (z of 703 rows; three blocks, splits, a partial tile), and the
-/// first dimension whose z is too long for the resident kernel.
+/// Long z: the fullcov_score shape in small (z of 703 rows; three blocks,
+/// splits, a partial tile) and the first dimension whose z is too long for
+/// the resident tensor-core kernel, through the K-chunked kernel and
+/// through the FP32 one.
 #[test]
-fn cuda_chunked_tensor_core_edge_cases_match_f64() {
-    let Some(e) = engine_all_tc() else { return };
+fn cuda_long_z_edge_cases_match_f64() {
+    let (Some(e), Some(f)) = (engine(), engine_fp32()) else {
+        return;
+    };
     for c in [
         Case {
             dim: 36,
@@ -553,6 +556,7 @@ fn cuda_chunked_tensor_core_edge_cases_match_f64() {
         },
     ] {
         check_state_loglikes(e, &c).unwrap_or_else(|m| panic!("{c:?}: {m}"));
+        check_state_loglikes(f, &c).unwrap_or_else(|m| panic!("FP32 {c:?}: {m}"));
     }
 }
 

@@ -113,16 +113,11 @@ impl KernelShape {
     }
 
     /// This shape with the tensor-core scoring kernel switched on where the device
-    /// has them (compute capability 8.0 or later: `mma.sync` in TF32) and
-    /// their operands fit in shared memory: 8 warps (128 frames) a CTA when
-    /// that fits, else 4 or 2. `AMTOOL_CUDA_TC=0` keeps the FP32 kernels.
-    ///
-    /// Long z (full covariances from D = 18) stays on the FP32 kernel unless
-    /// `AMTOOL_CUDA_TC=all` asks for the K-chunked tensor-core kernel (8
-    /// warps, chunks of 8 k-steps): 3xTF32 carries about 22 bits a product
-    /// against FP32's 24, and a real full-covariance UBM's log-likelihoods
-    /// are small results of long sums of cancelling terms, so the tensor
-    /// cores' error there is about ten times FP32's (docs/performance.md).
+    /// has them (compute capability 8.0 or later: `mma.sync` in TF32): the
+    /// resident kernel where its operands fit in shared memory (8 warps, 128
+    /// frames a CTA, when that fits, else 4 or 2), else the K-chunked one
+    /// for long z (full covariances from D = 18; 8 warps, chunks of 8
+    /// k-steps). `AMTOOL_CUDA_TC=0` keeps the FP32 kernels.
     pub fn for_device(self, cc: (i32, i32)) -> Self {
         self.for_device_with(cc, &std::env::var("AMTOOL_CUDA_TC").unwrap_or_default())
     }
@@ -140,14 +135,11 @@ impl KernelShape {
                 return s;
             }
         }
-        if tc == "all" {
-            return KernelShape {
-                tcw: 8,
-                kc: 8.min(self.ks()),
-                ..self
-            };
+        KernelShape {
+            tcw: 8,
+            kc: 8.min(self.ks()),
+            ..self
         }
-        self
     }
 
     /// k-steps of 8 of the tensor-core kernels (z zero-padded to a multiple of 8).
@@ -166,10 +158,10 @@ impl KernelShape {
 
     /// Dynamic shared memory of the tensor-core kernel: resident, the z
     /// fragments of 16·tcw frames (hi and lo) and two W slots; K-chunked, two
-    /// stages of a chunk of z (16·tcw frames) and of two slots, plain f32.
+    /// stages of a chunk of z (16·tcw frames) and of one slot, plain f32.
     pub fn smem_tc(&self) -> usize {
         if self.kc > 0 {
-            2 * (self.tcw * self.kc * 128 + 2 * self.kc * 512) * 4
+            2 * (self.tcw * self.kc * 128 + self.kc * 512) * 4
         } else {
             (self.tcw * self.ks() * 256 + 2 * self.ks() * 1024) * 4
         }
@@ -390,27 +382,22 @@ mod tests {
             assert_eq!((s.tcw, s.score_tile()), (8, 128), "{s:?}");
             assert!(s.smem_tc() <= TC_SMEM_BUDGET);
         }
-        // No mma.sync before sm_80.
-        let old = KernelShape::for_model(40, CovKind::Diagonal).for_device_with((7, 5), "all");
+        // No mma.sync before sm_80, nor with AMTOOL_CUDA_TC=0.
+        let old = KernelShape::for_model(40, CovKind::Diagonal).for_device_with((7, 5), "");
         assert_eq!((old.tcw, old.kc), (0, 0));
-        // Long z (full covariance, D=36: 703 rows) stays on FP32 unless
-        // asked, then takes the K-chunked kernel.
-        let f = KernelShape::for_model(36, CovKind::Full);
-        assert_eq!(f.for_device_with((9, 0), "").tcw, 0);
-        let c = f.for_device_with((9, 0), "all");
+        let off = KernelShape::for_model(36, CovKind::Full).for_device_with((9, 0), "0");
+        assert_eq!((off.tcw, off.kc), (0, 0));
+        // Long z (full covariance, D=36: 703 rows) takes the K-chunked kernel.
+        let c = KernelShape::for_model(36, CovKind::Full).for_device_with((9, 0), "");
         assert_eq!((c.tcw, c.kc, c.ks()), (8, 8, 88), "{c:?}");
-        // Short z keeps the resident one either way.
-        let f = KernelShape::for_model(8, CovKind::Full).for_device_with((9, 0), "all");
+        // Short z the resident one; D = 18 is the first full covariance too long.
+        let f = KernelShape::for_model(17, CovKind::Full).for_device_with((9, 0), "");
         assert!(f.tcw > 0 && f.kc == 0, "{f:?}");
+        let f = KernelShape::for_model(18, CovKind::Full).for_device_with((9, 0), "");
+        assert!(f.tcw > 0 && f.kc > 0, "{f:?}");
         for d in 1..=80 {
             for kind in [CovKind::Diagonal, CovKind::Full] {
-                let plain = KernelShape::for_model(d, kind).for_device_with((9, 0), "");
-                assert!(
-                    plain.tcw == 0 || plain.smem_tc() <= TC_SMEM_BUDGET,
-                    "{plain:?}"
-                );
-                assert_eq!(plain.kc, 0);
-                let s = KernelShape::for_model(d, kind).for_device_with((9, 0), "all");
+                let s = KernelShape::for_model(d, kind).for_device_with((9, 0), "");
                 assert!(s.tcw > 0 && s.smem_tc() <= TC_SMEM_BUDGET, "{s:?}");
                 assert!(s.kc <= s.ks());
                 assert!(s.prelude().contains(&format!("#define TCW {}\n", s.tcw)));

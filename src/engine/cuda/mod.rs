@@ -56,8 +56,7 @@ pub struct CudaEngine {
     pub(crate) copy_stream: Arc<CudaStream>,
     name: String,
     cc: (i32, i32),
-    /// Which tensor-core kernels to use (`AMTOOL_CUDA_TC`: "0" none, "all"
-    /// also the K-chunked one for long z; see `KernelShape::for_device`).
+    /// `AMTOOL_CUDA_TC` ("0": FP32 kernels only; see `KernelShape::for_device`).
     tc: String,
     kernels: Mutex<HashMap<KernelShape, Arc<Kernels>>>,
 }

@@ -392,12 +392,12 @@ impl<'e> CudaModel<'e> {
     /// Splits of the tensor-core scoring: enough CTAs for about four waves
     /// when `n` frames alone would leave SMs idle, each split still walking
     /// at least 16 slots of its block.
-    /// (The K-chunked kernel walks a slot in many stages: two slots a split
-    /// are enough there.)
+    /// (The K-chunked kernel walks a slot in many stages: one slot a split
+    /// is enough there.)
     fn score_splits(&self, n: usize, blk: &BlockDev) -> usize {
         let tiles = n.div_ceil(self.k.shape.score_tile()) * blk.blocks;
         let want = (4 * self.eng.multiprocessors()).div_ceil(tiles.max(1));
-        let min_slots = if self.k.shape.kc > 0 { 2 } else { 16 };
+        let min_slots = if self.k.shape.kc > 0 { 1 } else { 16 };
         want.min(blk.max_slots / min_slots).max(1)
     }
 
