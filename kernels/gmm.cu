@@ -745,9 +745,10 @@ extern "C" __global__ void __launch_bounds__(NTC) block_score_tc(
 // K-chunked tensor-core scoring for long z (full covariances: KZ = D + D(D+1)/2
 // + 1, e.g. 703 at D = 36), where neither a tile's z fragments nor a whole W
 // slot fit in shared memory. Both operands stream through a double-buffered
-// cp.async pipeline in chunks of KC k-steps, as plain f32 in fragment order
-// (half the bytes of pre-split operands), and are split into TF32 hi/lo in
-// registers. A warp owns 16 frames × one slot (64 states) at a time.
+// cp.async pipeline in chunks of KC k-steps, in fragment order: W already
+// split into TF32 hi/lo by the host (the same order as block_score_tc's), z
+// plain f32, split in registers once per k-step and used for 8 column tiles.
+// A warp owns 16 frames × one slot (64 states) at a time.
 //
 // Accuracy: the tensor cores add into their accumulator with truncation,
 // relative to the accumulator's size, and the log-likelihood of a full
@@ -756,11 +757,11 @@ extern "C" __global__ void __launch_bounds__(NTC) block_score_tc(
 // ones go to separate accumulators (the small terms never pass through the
 // large one), and the chunk sums are added to the running total in FP32.
 //   zq: [group of 16 frames][KS][lane][4]          a0..a3 (zfrag_plain)
-//   Wq: [slot][KS][tile pair (4)][lane][4]         b0, b1 of tile 2p, then of 2p+1
-// (engine/cuda/operands.rs writes Wq.)
+//   Wf: [slot][KS][tile (8)][lane][4]              b0 hi, b1 hi, b0 lo, b1 lo
+// (engine/cuda/operands.rs writes Wf.)
 #define NCK ((KS + KC - 1) / KC) // chunks of a slot
 #define ZCH (TCW * KC * 128)     // floats of z a stage
-#define WCH (KC * 512)           // floats of W a stage (one slot)
+#define WCH (KC * 1024)          // floats of W a stage (one slot)
 #define STG (ZCH + WCH)
 
 // zq for groups [0, gridDim.x) of 16 frames: frames past T get z = [0.., 1],
@@ -788,8 +789,8 @@ __device__ __forceinline__ void issue_kstage(float* smem, const float* __restric
         const int w = i / zn, r = i % zn;
         cp16(dst + w * KC * 128 + r, zq + ((u64)(grp0 + w) * KS + s0) * 128 + r);
     }
-    const float* src = Wb + ((u64)g * KS + s0) * 512;
-    for (int i = threadIdx.x * 4; i < rows * 512; i += NTC * 4) cp16(dst + ZCH + i, src + i);
+    const float* src = Wb + ((u64)g * KS + s0) * 1024;
+    for (int i = threadIdx.x * 4; i < rows * 1024; i += NTC * 4) cp16(dst + ZCH + i, src + i);
     cp_commit();
 }
 
@@ -802,7 +803,7 @@ __device__ __forceinline__ void split4(const float4& v, float4& hi, float4& lo) 
 // zq (zfrag_plain) instead of the features.
 // Dynamic shared memory: 2*STG floats.
 extern "C" __global__ void __launch_bounds__(NTC) block_score_tck(
-    const float* __restrict__ zq, int T, const float* __restrict__ Wq,
+    const float* __restrict__ zq, int T, const float* __restrict__ Wf,
     const int* __restrict__ block_off, const int* __restrict__ block_slots,
     const int* __restrict__ lane_state, float* __restrict__ out, int S,
     float2* __restrict__ part) {
@@ -821,7 +822,7 @@ extern "C" __global__ void __launch_bounds__(NTC) block_score_tck(
     const int per = (nsl + gridDim.z - 1) / gridDim.z;
     const int g0 = imin(nsl, blockIdx.z * per), g1 = imin(nsl, g0 + per);
     const int stages = (g1 - g0) * NCK;
-    const float* Wb = Wq + ((u64)block_off[b] + g0) * KS * 512;
+    const float* Wb = Wf + ((u64)block_off[b] + g0) * KS * 1024;
     const int grp0 = blockIdx.x * TCW;
     if (stages > 0) issue_kstage(smem, zq, grp0, Wb, 0);
     for (int st = 0; st < stages; ++st) {
@@ -849,15 +850,11 @@ extern "C" __global__ void __launch_bounds__(NTC) block_score_tck(
             float4 ah, al;
             split4(*reinterpret_cast<const float4*>(za + k * 128), ah, al);
 #pragma unroll
-            for (int jp = 0; jp < 4; ++jp) {
-                float4 bh, bl;
-                split4(*reinterpret_cast<const float4*>(wa + (k * 4 + jp) * 128), bh, bl);
-                mma_tf32(cs[2 * jp], al, bh.x, bh.y);
-                mma_tf32(cs[2 * jp], ah, bl.x, bl.y);
-                mma_tf32(cb[2 * jp], ah, bh.x, bh.y);
-                mma_tf32(cs[2 * jp + 1], al, bh.z, bh.w);
-                mma_tf32(cs[2 * jp + 1], ah, bl.z, bl.w);
-                mma_tf32(cb[2 * jp + 1], ah, bh.z, bh.w);
+            for (int j = 0; j < 8; ++j) {
+                const float4 bv = *reinterpret_cast<const float4*>(wa + (k * 8 + j) * 128);
+                mma_tf32(cs[j], al, bv.x, bv.y);
+                mma_tf32(cs[j], ah, bv.z, bv.w);
+                mma_tf32(cb[j], ah, bv.x, bv.y);
             }
         }
 #pragma unroll

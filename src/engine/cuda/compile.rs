@@ -158,10 +158,11 @@ impl KernelShape {
 
     /// Dynamic shared memory of the tensor-core kernel: resident, the z
     /// fragments of 16·tcw frames (hi and lo) and two W slots; K-chunked, two
-    /// stages of a chunk of z (16·tcw frames) and of one slot, plain f32.
+    /// stages of a chunk of z (16·tcw frames, plain f32) and of one slot
+    /// (hi and lo).
     pub fn smem_tc(&self) -> usize {
         if self.kc > 0 {
-            2 * (self.tcw * self.kc * 128 + self.kc * 512) * 4
+            2 * (self.tcw * self.kc * 128 + self.kc * 1024) * 4
         } else {
             (self.tcw * self.ks() * 256 + 2 * self.ks() * 1024) * 4
         }

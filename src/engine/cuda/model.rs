@@ -25,7 +25,7 @@ use cudarc::driver::{
 };
 
 use super::compile::KernelShape;
-use super::operands::{to_fragments, to_pair_fragments};
+use super::operands::to_fragments;
 use super::plan::{self, PlanShape};
 use super::{driver_err, CudaEngine, Kernels};
 use crate::engine::{FrameBatch, FrameTargets, LoadedModel};
@@ -264,10 +264,10 @@ impl<'e> CudaModel<'e> {
         }
         let e = driver_err("uploading the model");
         // The tensor-core kernel reads the same weights in its operand order.
-        let w = match (self.k.shape.tcw, self.k.shape.kc) {
-            (0, _) => w,
-            (_, 0) => to_fragments(&w, kz, self.k.shape.ks()),
-            _ => to_pair_fragments(&w, kz, self.k.shape.ks()),
+        let w = if self.k.shape.tcw > 0 {
+            to_fragments(&w, kz, self.k.shape.ks())
+        } else {
+            w
         };
         self.blk = Some(BlockDev {
             w: s.clone_htod(&w).map_err(&e)?,

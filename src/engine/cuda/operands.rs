@@ -45,33 +45,6 @@ pub(crate) fn to_fragments(plain: &[f32], kz: usize, ks: usize) -> Vec<f32> {
     out
 }
 
-/// The same slots in the order of the K-chunked kernel (`block_score_tck`),
-/// plain f32 (the kernel splits in registers): per slot, per k-step of 8 and
-/// per pair p of 8-column tiles, 32 lanes × (b0, b1 of tile 2p, b0, b1 of
-/// tile 2p+1), where lane = 4g + t holds rows 8s+t and 8s+t+4 of column
-/// 8j+g.
-pub(crate) fn to_pair_fragments(plain: &[f32], kz: usize, ks: usize) -> Vec<f32> {
-    let lanes = BLOCK_STATES;
-    let slots = plain.len() / (kz * lanes);
-    let mut out = vec![0f32; slots * ks * 512];
-    for slot in 0..slots {
-        for st in 0..ks {
-            for pair in 0..4 {
-                for lane in 0..32 {
-                    let (g, t) = (lane >> 2, lane & 3);
-                    let o = slot * ks * 512 + ((st * 4 + pair) * 32 + lane) * 4;
-                    for (h, j) in [2 * pair, 2 * pair + 1].into_iter().enumerate() {
-                        for (q, k) in [8 * st + t, 8 * st + t + 4].into_iter().enumerate() {
-                            out[o + 2 * h + q] = weight_at(plain, kz, slot, k, 8 * j + g);
-                        }
-                    }
-                }
-            }
-        }
-    }
-    out
-}
-
 fn weight_at(plain: &[f32], kz: usize, slot: usize, k: usize, n: usize) -> f32 {
     if k >= kz {
         return 0.0;
@@ -147,39 +120,5 @@ mod tests {
                 }
             }
         }
-    }
-
-    #[test]
-    fn pair_fragments_put_each_weight_where_the_chunked_kernel_reads_it() {
-        let (kz, ks) = (13, 2);
-        let slots = 3;
-        let plain: Vec<f32> = (0..slots * kz * BLOCK_STATES)
-            .map(|i| if i == 7 { f32::NEG_INFINITY } else { i as f32 })
-            .collect();
-        let f = to_pair_fragments(&plain, kz, ks);
-        assert_eq!(f.len(), slots * ks * 512);
-        let mut seen = vec![false; f.len()];
-        for slot in 0..slots {
-            for k in 0..8 * ks {
-                for n in 0..BLOCK_STATES {
-                    let (st, kk) = (k / 8, k % 8);
-                    let (t, q) = (kk % 4, kk / 4);
-                    let (j, g) = (n / 8, n % 8);
-                    let o =
-                        slot * ks * 512 + ((st * 4 + j / 2) * 32 + 4 * g + t) * 4 + 2 * (j % 2) + q;
-                    let want = if k >= kz {
-                        0.0
-                    } else if slot * kz * BLOCK_STATES + k * BLOCK_STATES + n == 7 {
-                        -1e30
-                    } else {
-                        plain[(slot * kz + k) * BLOCK_STATES + n]
-                    };
-                    assert_eq!(f[o], want, "{slot} {k} {n}");
-                    assert!(!seen[o], "{o} written twice");
-                    seen[o] = true;
-                }
-            }
-        }
-        assert!(seen.iter().all(|&b| b));
     }
 }
