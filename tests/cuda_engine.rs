@@ -535,6 +535,13 @@ fn cuda_edge_cases_match_f64() {
         check_state_loglikes(e, c).unwrap_or_else(|m| panic!("{c:?}: {m}"));
         check_accumulate(e, c).unwrap_or_else(|m| panic!("{c:?}: {m}"));
     }
+    // The FP32 kernels (tensor cores off: statistics and scoring as devices
+    // before sm_80 run them).
+    let Some(f) = engine_fp32() else { return };
+    for c in &cases {
+        check_state_loglikes(f, c).unwrap_or_else(|m| panic!("FP32 {c:?}: {m}"));
+        check_accumulate(f, c).unwrap_or_else(|m| panic!("FP32 {c:?}: {m}"));
+    }
 }
 
 /// Long z: the fullcov_score shape in small (z of 703 rows; three blocks,
