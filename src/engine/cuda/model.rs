@@ -20,6 +20,8 @@
 
 use std::sync::Arc;
 
+use rayon::prelude::*;
+
 use cudarc::driver::{
     CudaEvent, CudaSlice, CudaView, LaunchConfig, PinnedHostSlice, PushKernelArg,
 };
@@ -243,25 +245,35 @@ impl<'e> CudaModel<'e> {
             total += g;
         }
         let mut w = vec![0f32; total * kz * BLOCK_STATES];
-        // Virtual Gaussians: gconst −∞ (the last element of w).
-        for slot in 0..total {
-            for lane in 0..BLOCK_STATES {
-                w[((slot * kz) + kz - 1) * BLOCK_STATES + lane] = f32::NEG_INFINITY;
-            }
-        }
         let mut lane_state = vec![-1i32; blocks * BLOCK_STATES];
-        let mut row = vec![0f32; kz];
         for (p, &state) in order.iter().enumerate() {
-            let (b, lane) = (p / BLOCK_STATES, p % BLOCK_STATES);
             lane_state[p] = state as i32;
-            for g in 0..self.state_ng[state] {
-                weights_row(&self.model, state, g, &mut row);
-                let base = (off[b] as usize + g) * kz;
-                for (k, &v) in row.iter().enumerate() {
-                    w[(base + k) * BLOCK_STATES + lane] = v;
+        }
+        // Block by block in parallel (each block's slots are one range of w).
+        let mut parts = Vec::with_capacity(blocks);
+        let mut rest = w.as_mut_slice();
+        for &g in &slots {
+            let (part, tail) = rest.split_at_mut(g as usize * kz * BLOCK_STATES);
+            parts.push(part);
+            rest = tail;
+        }
+        let (model, state_ng) = (&self.model, &self.state_ng);
+        parts.into_par_iter().enumerate().for_each(|(b, wb)| {
+            // Virtual Gaussians: gconst −∞ (the last element of a slot).
+            for slot in wb.chunks_mut(kz * BLOCK_STATES) {
+                slot[(kz - 1) * BLOCK_STATES..].fill(f32::NEG_INFINITY);
+            }
+            let mut row = vec![0f32; kz];
+            let lanes = &order[b * BLOCK_STATES..((b + 1) * BLOCK_STATES).min(order.len())];
+            for (lane, &state) in lanes.iter().enumerate() {
+                for g in 0..state_ng[state] {
+                    weights_row(model, state, g, &mut row);
+                    for (k, &v) in row.iter().enumerate() {
+                        wb[(g * kz + k) * BLOCK_STATES + lane] = v;
+                    }
                 }
             }
-        }
+        });
         let e = driver_err("uploading the model");
         // The tensor-core kernel reads the same weights in its operand order.
         let w = if self.k.shape.tcw > 0 {

@@ -4,6 +4,8 @@
 //! 16-byte load. Rows past kz are zero; −∞ (a virtual Gaussian's gconst)
 //! becomes −1e30, since 0·−∞ would be NaN in the split products.
 
+use rayon::prelude::*;
+
 use super::model::BLOCK_STATES;
 
 /// `x` rounded to TF32 (10 mantissa bits) as `cvt.rna.tf32.f32` does: to
@@ -25,23 +27,26 @@ pub(crate) fn to_fragments(plain: &[f32], kz: usize, ks: usize) -> Vec<f32> {
     let lanes = BLOCK_STATES;
     let slots = plain.len() / (kz * lanes);
     let mut out = vec![0f32; slots * ks * 1024];
-    for slot in 0..slots {
-        for st in 0..ks {
-            for j in 0..8 {
-                for lane in 0..32 {
-                    let (g, t) = (lane >> 2, lane & 3);
-                    let n = 8 * j + g;
-                    let o = slot * ks * 1024 + ((st * 8 + j) * 32 + lane) * 4;
-                    for (q, k) in [8 * st + t, 8 * st + t + 4].into_iter().enumerate() {
-                        let v = weight_at(plain, kz, slot, k, n);
-                        let hi = tf32_round(v);
-                        out[o + q] = hi;
-                        out[o + 2 + q] = tf32_round(v - hi);
+    // Slots are independent: in parallel (a large model has ~1e9 values).
+    out.par_chunks_mut(ks * 1024)
+        .enumerate()
+        .for_each(|(slot, out)| {
+            for st in 0..ks {
+                for j in 0..8 {
+                    for lane in 0..32 {
+                        let (g, t) = (lane >> 2, lane & 3);
+                        let n = 8 * j + g;
+                        let o = ((st * 8 + j) * 32 + lane) * 4;
+                        for (q, k) in [8 * st + t, 8 * st + t + 4].into_iter().enumerate() {
+                            let v = weight_at(plain, kz, slot, k, n);
+                            let hi = tf32_round(v);
+                            out[o + q] = hi;
+                            out[o + 2 + q] = tf32_round(v - hi);
+                        }
                     }
                 }
             }
-        }
-    }
+        });
     out
 }
 
