@@ -5,8 +5,10 @@
 //! (state, frame, weight) targets are grouped by state (stable, so frame order
 //! is kept); for each state: log-likelihoods by the f32 micro-kernel, Kaldi's
 //! float posteriors (softmax, then × weight in f32), then the statistics as one
-//! f64 GEMM `Pᵀ · [1, x, x² | xxᵀ packed]` (the products of f32 values are
-//! exact in f64, as in Kaldi's `AccumulateFromPosteriors`). Each chunk yields
+//! GEMM `Pᵀ · [1, x, x² | xxᵀ packed]` with f32 products summed in f32 over
+//! sub-blocks of [`kernels::STATS_TB`] frames and in f64 across them (Kaldi
+//! adds each frame in f64; the difference is bounded at `kernels::STATS_TB`).
+//! Each chunk yields
 //! partial f64 sums for the states it touched (the Machlica et al. scheme:
 //! statistics are additive, never more than a chunk of posteriors exists);
 //! chunks run in parallel and their partials are added into the accumulators
@@ -27,12 +29,26 @@ use crate::{Error, Result};
 /// from the thread count).
 pub const CHUNK_FRAMES: usize = 128;
 
-/// One chunk's statistics: per touched state, `components × cols` rows of
-/// `[occupancy, Σγx (if means), Σγx² or Σγxxᵀ (if variances), 0 padding]`.
+/// One chunk's log-likelihood and weight, and (with [`Sink::Partial`]) its
+/// statistics: per touched state, `components × cols` rows of `[occupancy,
+/// Σγx (if means), Σγx² or Σγxxᵀ (if variances), 0 padding]`.
 struct Partial {
     like: f64,
     weight: f64,
     states: Vec<(u32, Vec<f64>)>,
+}
+
+/// Where a chunk's statistics go. Either way each element of a state's stage
+/// (f64 sums over this call's chunks, in the layout of [`Partial`]) becomes
+/// `stage + chunk sum`, in chunk order; the stage is added into the
+/// accumulators once at the end of the call. So the result does not depend on
+/// the number of threads.
+enum Sink<'a> {
+    /// Parallel chunks: the chunk's sums into buffers taken from the pool,
+    /// returned in [`Partial::states`] and added into the stage in order.
+    Partial(&'a Mutex<Vec<Vec<f64>>>),
+    /// One thread, chunks in order: the kernel adds into the stage directly.
+    Stage(&'a mut [Option<Vec<f64>>]),
 }
 
 /// Which columns the statistics GEMM produces.
@@ -68,32 +84,61 @@ pub(super) fn accumulate(
     };
 
     let chunks = feats.frames.div_ceil(CHUNK_FRAMES);
-    // Several chunks per thread per wave; results do not depend on this.
-    let wave = (threads * 4).max(1);
+    let frames = |c: usize| (c * CHUNK_FRAMES, ((c + 1) * CHUNK_FRAMES).min(feats.frames));
+    let mut stage: Vec<Option<Vec<f64>>> = vec![None; p.num_states()];
     let mut total = 0f64;
-    let bufs = Mutex::new(Vec::new());
-    let mut c0 = 0;
-    while c0 < chunks {
-        let c1 = (c0 + wave).min(chunks);
-        let partials: Vec<Partial> = pool.install(|| {
-            (c0..c1)
-                .into_par_iter()
-                .map(|c| {
-                    let t0 = c * CHUNK_FRAMES;
-                    let t1 = (t0 + CHUNK_FRAMES).min(feats.frames);
-                    chunk_partial(p, &feats, t0, t1, &targets, cols, &bufs)
-                })
-                .collect()
-        });
-        for part in partials {
-            merge(p, acc, &part, cols);
-            total += part.like;
-            // Recycle the partial sums' buffers (fresh pages fault every chunk).
-            if let Ok(mut b) = bufs.lock() {
-                b.extend(part.states.into_iter().map(|(_, v)| v));
+    let mut add_like = |acc: &mut ModelAccumulators, part: &Partial| {
+        total += part.like;
+        acc.total_like += part.like;
+        acc.total_frames += part.weight;
+    };
+    if threads <= 1 {
+        // In order on one thread: the kernel adds each chunk's sums straight
+        // into the stage (the same additions as the partials below).
+        pool.install(|| {
+            for c in 0..chunks {
+                let (t0, t1) = frames(c);
+                let part =
+                    chunk_partial(p, &feats, t0, t1, &targets, cols, Sink::Stage(&mut stage));
+                add_like(acc, &part);
             }
+        });
+    } else {
+        // Several chunks per thread per wave; results do not depend on this.
+        let wave = threads * 4;
+        let bufs = Mutex::new(Vec::new());
+        let mut c0 = 0;
+        while c0 < chunks {
+            let c1 = (c0 + wave).min(chunks);
+            let partials: Vec<Partial> = pool.install(|| {
+                (c0..c1)
+                    .into_par_iter()
+                    .map(|c| {
+                        let (t0, t1) = frames(c);
+                        chunk_partial(p, &feats, t0, t1, &targets, cols, Sink::Partial(&bufs))
+                    })
+                    .collect()
+            });
+            for part in partials {
+                add_like(acc, &part);
+                for (s, st) in part.states {
+                    let sum = stage[s as usize].get_or_insert_with(|| vec![0.0; st.len()]);
+                    for (a, b) in sum.iter_mut().zip(&st) {
+                        *a += b;
+                    }
+                    // Recycle the buffer (fresh pages fault every chunk).
+                    if let Ok(mut b) = bufs.lock() {
+                        b.push(st);
+                    }
+                }
+            }
+            c0 = c1;
         }
-        c0 = c1;
+    }
+    for (s, st) in stage.iter().enumerate() {
+        if let Some(st) = st {
+            merge(p.dim, &mut acc.states[s], st, cols);
+        }
     }
     Ok(total)
 }
@@ -190,7 +235,7 @@ fn chunk_partial(
     t1: usize,
     targets: &FrameTargets<'_>,
     cols: Cols,
-    bufs: &Mutex<Vec<Vec<f64>>>,
+    mut sink: Sink<'_>,
 ) -> Partial {
     // (state, frame, weight) entries, stably grouped by state.
     let mut entries: Vec<(u32, u32, f32)> = Vec::new();
@@ -217,7 +262,13 @@ fn chunk_partial(
     };
     SCRATCH.with(|cell| {
         let mut guard = cell.borrow_mut();
-        let Scratch { xe, l, post, x64 } = &mut *guard;
+        let Scratch {
+            xe,
+            l,
+            post,
+            zs,
+            zrow,
+        } = &mut *guard;
         let mut i = 0;
         while i < entries.len() {
             let s = entries[i].0;
@@ -237,38 +288,44 @@ fn chunk_partial(
             let ldo = p.component_block(s as usize, n, xe, l);
 
             // Posteriors: softmax over the padded row (virtual lanes are −∞ and
-            // get 0), × weight in f32 as Kaldi, then widened to f64 (`n × m`).
-            let ldp = m | 1; // odd row stride: rows spread over L1 sets
-            grow(post, n * ldp);
+            // get 0), × weight in f32 as Kaldi, packed for the statistics kernel
+            // (blocks of Gaussians; lanes past `m` are 0).
+            let plen = kernels::packed_p_len(n, m);
+            grow(post, plen);
+            post[kernels::packed_p_index(n, 0, m / kernels::SG * kernels::SG)..plen].fill(0.0);
             for (r, &(_, _, w)) in group.iter().enumerate() {
                 let row = &mut l[r * ldo..(r + 1) * ldo];
                 let ll = kernels::softmax(row);
                 part.like += w as f64 * ll as f64;
                 part.weight += w as f64;
-                for (dst, &pg) in post[r * ldp..r * ldp + m].iter_mut().zip(&row[..m]) {
-                    *dst = (pg * w) as f64;
+                for (g, &pg) in row[..m].iter().enumerate() {
+                    post[kernels::packed_p_index(n, r, g)] = pg * w;
                 }
             }
 
-            // [1, x, x² | packed xxᵀ] in f64 (exact products of f32 values).
-            grow(x64, n * cols.total);
+            // [1, x, x² | packed xxᵀ] in f32, packed in column panels.
+            grow(zs, kernels::packed_x_len(n, cols.total));
             for (r, &(_, t, _)) in group.iter().enumerate() {
                 let x = &feats.data[t as usize * d..(t as usize + 1) * d];
-                expand64(
-                    x,
-                    p.kind,
-                    cols,
-                    &mut x64[r * cols.total..(r + 1) * cols.total],
-                );
+                expand_stats(x, p.kind, cols, n, r, zrow, zs);
             }
-            let mut st = bufs
-                .lock()
-                .map(|mut b| b.pop().unwrap_or_default())
-                .unwrap_or_default();
-            st.clear();
-            st.resize(m * cols.total, 0f64);
-            kernels::stats(m, n, cols.total, post, ldp, x64, &mut st);
-            part.states.push((s, st));
+            match &mut sink {
+                Sink::Partial(bufs) => {
+                    let mut st = bufs
+                        .lock()
+                        .map(|mut b| b.pop().unwrap_or_default())
+                        .unwrap_or_default();
+                    // Every element is overwritten by the kernel: no clearing.
+                    grow(&mut st, m * cols.total);
+                    st.truncate(m * cols.total);
+                    kernels::stats(m, n, cols.total, post, zs, &mut st, cols.total, false);
+                    part.states.push((s, st));
+                }
+                Sink::Stage(stage) => {
+                    let st = stage[s as usize].get_or_insert_with(|| vec![0.0; m * cols.total]);
+                    kernels::stats(m, n, cols.total, post, zs, st, cols.total, true);
+                }
+            }
             i = j;
         }
     });
@@ -289,76 +346,78 @@ fn grow<T: Copy + Default>(v: &mut Vec<T>, n: usize) {
 struct Scratch {
     xe: Vec<f32>,
     l: Vec<f32>,
-    post: Vec<f64>,
-    x64: Vec<f64>,
+    post: Vec<f32>,
+    zs: Vec<f32>,
+    zrow: Vec<f32>,
 }
 
 thread_local! {
     static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
 }
 
-/// One row of the statistics GEMM's right-hand side: `[1, x (if means),
-/// x² or packed xxᵀ (if variances), 0…]`.
-fn expand64(x: &[f32], kind: CovKind, cols: Cols, row: &mut [f64]) {
-    row[0] = 1.0;
-    let mut c = 1;
+/// Row `r` of the statistics GEMM's right-hand side, `[1, x (if means), x² or
+/// packed xxᵀ (if variances), 0…]` (f32 products), built in `row` (any
+/// length) and copied into the panels of `zs` (`n` rows; layout of
+/// [`kernels::packed_x_len`]), padding included.
+fn expand_stats(
+    x: &[f32],
+    kind: CovKind,
+    cols: Cols,
+    n: usize,
+    r: usize,
+    row: &mut Vec<f32>,
+    zs: &mut [f32],
+) {
+    let sc = kernels::SC;
+    let width = cols.total.next_multiple_of(sc);
+    row.clear();
+    row.push(1.0);
     if cols.means {
-        for &xv in x {
-            row[c] = xv as f64;
-            c += 1;
-        }
+        row.extend_from_slice(x);
     }
     if cols.vars {
         match kind {
-            CovKind::Diagonal => {
-                for &xv in x {
-                    row[c] = xv as f64 * xv as f64;
-                    c += 1;
-                }
-            }
+            CovKind::Diagonal => row.extend(x.iter().map(|&xv| xv * xv)),
             CovKind::Full => {
-                for a in 0..x.len() {
-                    for b in 0..=a {
-                        row[c] = x[a] as f64 * x[b] as f64;
-                        c += 1;
-                    }
+                for (a, &xa) in x.iter().enumerate() {
+                    row.extend(x[..=a].iter().map(|&xb| xa * xb));
                 }
             }
         }
     }
-    row[c..].fill(0.0);
+    row.resize(width, 0.0);
+    for (q, src) in row.chunks_exact(sc).enumerate() {
+        let o = q * n * sc + r * sc;
+        zs[o..o + sc].copy_from_slice(src);
+    }
 }
 
-fn merge(p: &PackedModel, acc: &mut ModelAccumulators, part: &Partial, cols: Cols) {
-    let d = p.dim;
-    for (s, st) in &part.states {
-        let a = &mut acc.states[*s as usize];
-        let m = a.occupancy.len();
-        let v = if cols.vars {
-            a.var_acc.len() / m.max(1)
-        } else {
-            0
-        };
-        for g in 0..m {
-            let row = &st[g * cols.total..(g + 1) * cols.total];
-            a.occupancy[g] += row[0];
-            let mut c = 1;
-            if cols.means {
-                for (dst, src) in a.mean_acc[g * d..(g + 1) * d]
-                    .iter_mut()
-                    .zip(&row[c..c + d])
-                {
-                    *dst += src;
-                }
-                c += d;
+/// Add one state's stage (rows of `[occupancy, Σγx, Σγx² or Σγxxᵀ, 0…]`)
+/// into its accumulators.
+fn merge(d: usize, a: &mut crate::stats::GmmAccumulator, st: &[f64], cols: Cols) {
+    let m = a.occupancy.len();
+    let v = if cols.vars {
+        a.var_acc.len() / m.max(1)
+    } else {
+        0
+    };
+    for g in 0..m {
+        let row = &st[g * cols.total..(g + 1) * cols.total];
+        a.occupancy[g] += row[0];
+        let mut c = 1;
+        if cols.means {
+            for (dst, src) in a.mean_acc[g * d..(g + 1) * d]
+                .iter_mut()
+                .zip(&row[c..c + d])
+            {
+                *dst += src;
             }
-            if cols.vars {
-                for (dst, src) in a.var_acc[g * v..(g + 1) * v].iter_mut().zip(&row[c..c + v]) {
-                    *dst += src;
-                }
+            c += d;
+        }
+        if cols.vars {
+            for (dst, src) in a.var_acc[g * v..(g + 1) * v].iter_mut().zip(&row[c..c + v]) {
+                *dst += src;
             }
         }
     }
-    acc.total_like += part.like;
-    acc.total_frames += part.weight;
 }
