@@ -119,18 +119,17 @@ pub(super) fn accumulate(
                     })
                     .collect()
             });
+            let mut sources: Vec<Vec<Vec<f64>>> = vec![Vec::new(); stage.len()];
             for part in partials {
                 add_like(acc, &part);
                 for (s, st) in part.states {
-                    let sum = stage[s as usize].get_or_insert_with(|| vec![0.0; st.len()]);
-                    for (a, b) in sum.iter_mut().zip(&st) {
-                        *a += b;
-                    }
-                    // Recycle the buffer (fresh pages fault every chunk).
-                    if let Ok(mut b) = bufs.lock() {
-                        b.push(st);
-                    }
+                    sources[s as usize].push(st);
                 }
+            }
+            add_in_order(pool, &mut stage, &sources);
+            // Recycle the buffers (fresh pages fault every chunk).
+            if let Ok(mut b) = bufs.lock() {
+                b.extend(sources.into_iter().flatten());
             }
             c0 = c1;
         }
@@ -141,6 +140,36 @@ pub(super) fn accumulate(
         }
     }
     Ok(total)
+}
+
+/// Elements of a stage added into per merge task (64 KiB of f64).
+const MERGE_BLOCK: usize = 8192;
+
+/// `stage[s] += each of sources[s]`, in the order given, element by element:
+/// in parallel over blocks of elements (each element still sees its sources
+/// in chunk order, so the result does not depend on the number of threads).
+fn add_in_order(
+    pool: &rayon::ThreadPool,
+    stage: &mut [Option<Vec<f64>>],
+    sources: &[Vec<Vec<f64>>],
+) {
+    let mut work: Vec<(&mut [f64], &[Vec<f64>], usize)> = Vec::new();
+    for (st, src) in stage.iter_mut().zip(sources) {
+        let Some(first) = src.first() else { continue };
+        let st = st.get_or_insert_with(|| vec![0.0; first.len()]);
+        for (i, blk) in st.chunks_mut(MERGE_BLOCK).enumerate() {
+            work.push((blk, src, i * MERGE_BLOCK));
+        }
+    }
+    pool.install(|| {
+        work.into_par_iter().for_each(|(dst, src, o)| {
+            for part in src {
+                for (a, b) in dst.iter_mut().zip(&part[o..]) {
+                    *a += b;
+                }
+            }
+        })
+    });
 }
 
 fn check_acc(p: &PackedModel, acc: &ModelAccumulators) -> Result<()> {
