@@ -8,11 +8,11 @@
 //! GEMM `Pᵀ · [1, x, x² | xxᵀ packed]` with f32 products summed in f32 over
 //! sub-blocks of [`kernels::STATS_TB`] frames and in f64 across them (Kaldi
 //! adds each frame in f64; the difference is bounded at `kernels::STATS_TB`).
-//! Each chunk yields
-//! partial f64 sums for the states it touched (the Machlica et al. scheme:
-//! statistics are additive, never more than a chunk of posteriors exists);
-//! chunks run in parallel and their partials are added into the accumulators
-//! strictly in chunk order.
+//! Each chunk yields f64 sums for the states it touched (the Machlica et al.
+//! scheme: statistics are additive, never more than a chunk of posteriors
+//! exists), added into a per-state f64 stage strictly in chunk order: by the
+//! kernel itself on one thread, as partials of parallel chunks otherwise (see
+//! [`Sink`]). The stage is added into the accumulators once per call.
 
 use std::sync::Mutex;
 
