@@ -13,8 +13,8 @@
 //! - statistics and total log-likelihood 1e-4: posteriors are exp(ll − lse),
 //!   so their relative error is the *absolute* error of the f32
 //!   log-likelihoods (~1e-6 at |ll| ≈ 100 with K ≈ 800), plus 2⁻²⁴ from the
-//!   f32 posterior; the sums are f32 over sub-blocks of 32 frames (within
-//!   32·2⁻²⁴ ≈ 1.9e-6 of the summed |terms|, typically ~3e-7) and f64 across.
+//!   f32 posterior; the sums are f32 over sub-blocks of 64 frames (within
+//!   64·2⁻²⁴ ≈ 3.8e-6 of the summed |terms|, typically ~5e-7) and f64 across.
 //!   Typically ~1e-8; the worst seen is 1.02e-5 (full covariance, D = 36, a
 //!   statistic dominated by a Gaussian whose posterior is a small difference
 //!   of large log-likelihoods), kept in proptest-regressions.
