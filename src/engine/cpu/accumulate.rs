@@ -10,9 +10,11 @@
 //! adds each frame in f64; the difference is bounded at `kernels::STATS_TB`).
 //! Each chunk yields f64 sums for the states it touched (the Machlica et al.
 //! scheme: statistics are additive, never more than a chunk of posteriors
-//! exists), added into a per-state f64 stage strictly in chunk order: by the
-//! kernel itself on one thread, as partials of parallel chunks otherwise (see
-//! [`Sink`]). The stage is added into the accumulators once per call.
+//! exists). Chunks form fixed groups of [`GROUP_CHUNKS`]: within a group, on
+//! one thread, the kernel adds each chunk's sums into the group's buffers in
+//! chunk order; groups run in parallel, and their buffers are added into a
+//! per-state f64 stage in group order (in parallel over blocks of elements).
+//! The stage is added into the accumulators once per call.
 
 use std::sync::Mutex;
 
@@ -29,26 +31,20 @@ use crate::{Error, Result};
 /// from the thread count).
 pub const CHUNK_FRAMES: usize = 128;
 
-/// One chunk's log-likelihood and weight, and (with [`Sink::Partial`]) its
-/// statistics: per touched state, `components × cols` rows of `[occupancy,
-/// Σγx (if means), Σγx² or Σγxxᵀ (if variances), 0 padding]`.
-struct Partial {
-    like: f64,
-    weight: f64,
-    states: Vec<(u32, Vec<f64>)>,
-}
+/// Chunks per group: a group's chunks run in order on one thread, their sums
+/// added into one buffer per touched state (the first chunk stores, later
+/// ones add); groups run in parallel and their buffers are added into the
+/// stage in group order. A constant, so the additions never depend on the
+/// thread count; 8 chunks keep the stage traffic of the merge at 1/8 of the
+/// kernel's.
+pub const GROUP_CHUNKS: usize = 8;
 
-/// Where a chunk's statistics go. Either way each element of a state's stage
-/// (f64 sums over this call's chunks, in the layout of [`Partial`]) becomes
-/// `stage + chunk sum`, in chunk order; the stage is added into the
-/// accumulators once at the end of the call. So the result does not depend on
-/// the number of threads.
-enum Sink<'a> {
-    /// Parallel chunks: the chunk's sums into buffers taken from the pool,
-    /// returned in [`Partial::states`] and added into the stage in order.
-    Partial(&'a Mutex<Vec<Vec<f64>>>),
-    /// One thread, chunks in order: the kernel adds into the stage directly.
-    Stage(&'a mut [Option<Vec<f64>>]),
+/// One group's results: per chunk in order `(Σ w·log-likelihood, Σ w)`, and
+/// per touched state `components × cols` rows of `[occupancy, Σγx (if
+/// means), Σγx² or Σγxxᵀ (if variances), 0 padding]`.
+struct Partial {
+    likes: Vec<(f64, f64)>,
+    states: Vec<(u32, Vec<f64>)>,
 }
 
 /// Which columns the statistics GEMM produces.
@@ -84,55 +80,41 @@ pub(super) fn accumulate(
     };
 
     let chunks = feats.frames.div_ceil(CHUNK_FRAMES);
-    let frames = |c: usize| (c * CHUNK_FRAMES, ((c + 1) * CHUNK_FRAMES).min(feats.frames));
+    let groups = chunks.div_ceil(GROUP_CHUNKS);
     let mut stage: Vec<Option<Vec<f64>>> = vec![None; p.num_states()];
     let mut total = 0f64;
-    let mut add_like = |acc: &mut ModelAccumulators, part: &Partial| {
-        total += part.like;
-        acc.total_like += part.like;
-        acc.total_frames += part.weight;
-    };
-    if threads <= 1 {
-        // In order on one thread: the kernel adds each chunk's sums straight
-        // into the stage (the same additions as the partials below).
-        pool.install(|| {
-            for c in 0..chunks {
-                let (t0, t1) = frames(c);
-                let part =
-                    chunk_partial(p, &feats, t0, t1, &targets, cols, Sink::Stage(&mut stage));
-                add_like(acc, &part);
-            }
+    // Groups per wave; results do not depend on this.
+    let wave = if threads <= 1 { 1 } else { threads * 2 };
+    let bufs = Mutex::new(Vec::new());
+    let mut g0 = 0;
+    while g0 < groups {
+        let g1 = (g0 + wave).min(groups);
+        let partials: Vec<Partial> = pool.install(|| {
+            (g0..g1)
+                .into_par_iter()
+                .map(|g| {
+                    let c1 = ((g + 1) * GROUP_CHUNKS).min(chunks);
+                    group_partial(p, &feats, g * GROUP_CHUNKS..c1, &targets, cols, &bufs)
+                })
+                .collect()
         });
-    } else {
-        // Several chunks per thread per wave; results do not depend on this.
-        let wave = threads * 4;
-        let bufs = Mutex::new(Vec::new());
-        let mut c0 = 0;
-        while c0 < chunks {
-            let c1 = (c0 + wave).min(chunks);
-            let partials: Vec<Partial> = pool.install(|| {
-                (c0..c1)
-                    .into_par_iter()
-                    .map(|c| {
-                        let (t0, t1) = frames(c);
-                        chunk_partial(p, &feats, t0, t1, &targets, cols, Sink::Partial(&bufs))
-                    })
-                    .collect()
-            });
-            let mut sources: Vec<Vec<Vec<f64>>> = vec![Vec::new(); stage.len()];
-            for part in partials {
-                add_like(acc, &part);
-                for (s, st) in part.states {
-                    sources[s as usize].push(st);
-                }
+        let mut sources: Vec<Vec<Vec<f64>>> = vec![Vec::new(); stage.len()];
+        for part in partials {
+            for &(like, weight) in &part.likes {
+                total += like;
+                acc.total_like += like;
+                acc.total_frames += weight;
             }
-            add_in_order(pool, &mut stage, &sources);
-            // Recycle the buffers (fresh pages fault every chunk).
-            if let Ok(mut b) = bufs.lock() {
-                b.extend(sources.into_iter().flatten());
+            for (s, st) in part.states {
+                sources[s as usize].push(st);
             }
-            c0 = c1;
         }
+        add_in_order(pool, &mut stage, &sources);
+        // Recycle the buffers (fresh pages fault every group).
+        if let Ok(mut b) = bufs.lock() {
+            b.extend(sources.into_iter().flatten());
+        }
+        g0 = g1;
     }
     for (s, st) in stage.iter().enumerate() {
         if let Some(st) = st {
@@ -257,15 +239,41 @@ fn check_targets(p: &PackedModel, frames: usize, targets: &FrameTargets<'_>) -> 
     Ok(())
 }
 
-fn chunk_partial(
+fn group_partial(
+    p: &PackedModel,
+    feats: &FrameBatch<'_>,
+    chunks: std::ops::Range<usize>,
+    targets: &FrameTargets<'_>,
+    cols: Cols,
+    bufs: &Mutex<Vec<Vec<f64>>>,
+) -> Partial {
+    let mut part = Partial {
+        likes: Vec::with_capacity(chunks.len()),
+        states: Vec::new(),
+    };
+    let mut index = std::collections::HashMap::new();
+    for c in chunks {
+        let (t0, t1) = (c * CHUNK_FRAMES, ((c + 1) * CHUNK_FRAMES).min(feats.frames));
+        let like = chunk_into(p, feats, t0, t1, targets, cols, bufs, &mut part, &mut index);
+        part.likes.push(like);
+    }
+    part
+}
+
+/// One chunk's statistics into `part` (`index`: state → its entry there);
+/// returns the chunk's `(Σ w·log-likelihood, Σ w)`.
+#[allow(clippy::too_many_arguments)]
+fn chunk_into(
     p: &PackedModel,
     feats: &FrameBatch<'_>,
     t0: usize,
     t1: usize,
     targets: &FrameTargets<'_>,
     cols: Cols,
-    mut sink: Sink<'_>,
-) -> Partial {
+    bufs: &Mutex<Vec<Vec<f64>>>,
+    part: &mut Partial,
+    index: &mut std::collections::HashMap<u32, usize>,
+) -> (f64, f64) {
     // (state, frame, weight) entries, stably grouped by state.
     let mut entries: Vec<(u32, u32, f32)> = Vec::new();
     match *targets {
@@ -284,11 +292,7 @@ fn chunk_partial(
     entries.sort_by_key(|e| e.0);
 
     let (d, k) = (p.dim, p.k);
-    let mut part = Partial {
-        like: 0.0,
-        weight: 0.0,
-        states: Vec::new(),
-    };
+    let (mut like, mut weight) = (0f64, 0f64);
     SCRATCH.with(|cell| {
         let mut guard = cell.borrow_mut();
         let Scratch {
@@ -325,8 +329,8 @@ fn chunk_partial(
             for (r, &(_, _, w)) in group.iter().enumerate() {
                 let row = &mut l[r * ldo..(r + 1) * ldo];
                 let ll = kernels::softmax(row);
-                part.like += w as f64 * ll as f64;
-                part.weight += w as f64;
+                like += w as f64 * ll as f64;
+                weight += w as f64;
                 for (g, &pg) in row[..m].iter().enumerate() {
                     post[kernels::packed_p_index(n, r, g)] = pg * w;
                 }
@@ -338,27 +342,28 @@ fn chunk_partial(
                 let x = &feats.data[t as usize * d..(t as usize + 1) * d];
                 expand_stats(x, p.kind, cols, n, r, zrow, zs);
             }
-            match &mut sink {
-                Sink::Partial(bufs) => {
+            let len = m * cols.total;
+            let (e, add) = match index.get(&s) {
+                Some(&e) => (e, true),
+                None => {
                     let mut st = bufs
                         .lock()
                         .map(|mut b| b.pop().unwrap_or_default())
                         .unwrap_or_default();
-                    // Every element is overwritten by the kernel: no clearing.
-                    grow(&mut st, m * cols.total);
-                    st.truncate(m * cols.total);
-                    kernels::stats(m, n, cols.total, post, zs, &mut st, cols.total, false);
+                    // The kernel stores every element: no clearing.
+                    grow(&mut st, len);
+                    st.truncate(len);
+                    index.insert(s, part.states.len());
                     part.states.push((s, st));
+                    (part.states.len() - 1, false)
                 }
-                Sink::Stage(stage) => {
-                    let st = stage[s as usize].get_or_insert_with(|| vec![0.0; m * cols.total]);
-                    kernels::stats(m, n, cols.total, post, zs, st, cols.total, true);
-                }
-            }
+            };
+            let st = &mut part.states[e].1;
+            kernels::stats(m, n, cols.total, post, zs, st, cols.total, add);
             i = j;
         }
     });
-    part
+    (like, weight)
 }
 
 /// Make `v` at least `n` long; contents are overwritten by the caller, so

@@ -143,7 +143,8 @@ pub fn packed_x_len(n: usize, cols: usize) -> usize {
 /// and `cols` must be finite; zeros), and `s` in f64 (`gs` rows of stride
 /// `lds` ≥ `cols`). Frames are summed in f32 in frame order in sub-blocks of
 /// [`STATS_TB`] (see there for the error bound); the sub-block sums are
-/// widened and added in order into an f64 sum that starts at 0, and that sum
+/// widened and added in order into an f64 sum (the first taken as it is,
+/// i.e. as if it started at 0, up to the sign of a zero), and that sum
 /// is stored into `s` or added to it (one f64 addition, so adding equals
 /// storing into a zeroed buffer and adding that buffer later).
 #[allow(clippy::too_many_arguments)]
@@ -193,15 +194,16 @@ fn portable_stats(
     for g in 0..gs {
         for c in 0..cols {
             let xc = &x[(c / SC) * n * SC + c % SC..];
-            let mut sum = 0f64;
-            let mut t0 = 0;
+            let block = |t0: usize, t1: usize| {
+                (t0..t1).fold(0f32, |acc, t| {
+                    p[packed_p_index(n, t, g)].mul_add(xc[t * SC], acc)
+                })
+            };
+            let mut t0 = n.min(STATS_TB);
+            let mut sum = block(0, t0) as f64;
             while t0 < n {
                 let t1 = (t0 + STATS_TB).min(n);
-                let mut acc = 0f32;
-                for t in t0..t1 {
-                    acc = p[packed_p_index(n, t, g)].mul_add(xc[t * SC], acc);
-                }
-                sum += acc as f64;
+                sum += block(t0, t1) as f64;
                 t0 = t1;
             }
             let o = &mut s[g * lds + c];
@@ -573,17 +575,25 @@ mod avx2 {
                 let pb = p.add(b * n * SG);
                 let gw = (gs - b * SG).min(SG);
                 let out = s.add(b * SG * lds + c0);
-                let mut wide = [[_mm256_setzero_pd(); 2 * NV]; SG];
-                let mut t0 = 0;
+                // The first sub-block's sums widened as they are (no zeroed
+                // tile: that was a memset call per tile), the others added.
+                let widen = |a: &[__m256; NV]| {
+                    let mut w = [_mm256_setzero_pd(); 2 * NV];
+                    for j in 0..NV {
+                        w[2 * j] = _mm256_cvtps_pd(_mm256_castps256_ps128(a[j]));
+                        w[2 * j + 1] = _mm256_cvtps_pd(_mm256_extractf128_ps(a[j], 1));
+                    }
+                    w
+                };
+                let tb = n.min(super::STATS_TB);
+                let mut wide = tile(tb, pb, xq).map(|a| widen(&a));
+                let mut t0 = tb;
                 while t0 < n {
                     let tb = (n - t0).min(super::STATS_TB);
                     let acc = tile(tb, pb.add(t0 * SG), xq.add(t0 * SC));
                     for (w, a) in wide.iter_mut().zip(&acc) {
-                        for j in 0..NV {
-                            let lo = _mm256_cvtps_pd(_mm256_castps256_ps128(a[j]));
-                            let hi = _mm256_cvtps_pd(_mm256_extractf128_ps(a[j], 1));
-                            w[2 * j] = _mm256_add_pd(w[2 * j], lo);
-                            w[2 * j + 1] = _mm256_add_pd(w[2 * j + 1], hi);
+                        for (wv, v) in w.iter_mut().zip(widen(a)) {
+                            *wv = _mm256_add_pd(*wv, v);
                         }
                     }
                     t0 += tb;
