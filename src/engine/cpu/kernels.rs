@@ -577,23 +577,20 @@ mod avx2 {
                 let out = s.add(b * SG * lds + c0);
                 // The first sub-block's sums widened as they are (no zeroed
                 // tile: that was a memset call per tile), the others added.
-                let widen = |a: &[__m256; NV]| {
-                    let mut w = [_mm256_setzero_pd(); 2 * NV];
-                    for j in 0..NV {
-                        w[2 * j] = _mm256_cvtps_pd(_mm256_castps256_ps128(a[j]));
-                        w[2 * j + 1] = _mm256_cvtps_pd(_mm256_extractf128_ps(a[j], 1));
-                    }
-                    w
-                };
                 let tb = n.min(super::STATS_TB);
-                let mut wide = tile(tb, pb, xq).map(|a| widen(&a));
+                let acc = tile(tb, pb, xq);
+                let mut wide = [[_mm256_setzero_pd(); 2 * NV]; SG];
+                for (w, a) in wide.iter_mut().zip(&acc) {
+                    *w = widen(a);
+                }
                 let mut t0 = tb;
                 while t0 < n {
                     let tb = (n - t0).min(super::STATS_TB);
                     let acc = tile(tb, pb.add(t0 * SG), xq.add(t0 * SC));
                     for (w, a) in wide.iter_mut().zip(&acc) {
-                        for (wv, v) in w.iter_mut().zip(widen(a)) {
-                            *wv = _mm256_add_pd(*wv, v);
+                        let v = widen(a);
+                        for j in 0..2 * NV {
+                            w[j] = _mm256_add_pd(w[j], v[j]);
                         }
                     }
                     t0 += tb;
@@ -624,6 +621,18 @@ mod avx2 {
                 }
             }
         }
+    }
+
+    /// Eight f32 sums as f64, low half first.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn widen(a: &[__m256; SC / LANES]) -> [__m256d; 2 * SC / LANES] {
+        let mut w = [_mm256_setzero_pd(); 2 * SC / LANES];
+        for (j, v) in a.iter().enumerate() {
+            w[2 * j] = _mm256_cvtps_pd(_mm256_castps256_ps128(*v));
+            w[2 * j + 1] = _mm256_cvtps_pd(_mm256_extractf128_ps(*v, 1));
+        }
+        w
     }
 
     /// Σ over `n` frames of one packed block of posteriors (`n × SG`) times
