@@ -12,9 +12,9 @@
 //! scheme: statistics are additive, never more than a chunk of posteriors
 //! exists). Chunks form fixed groups of [`GROUP_CHUNKS`]: within a group, on
 //! one thread, the kernel adds each chunk's sums into the group's buffers in
-//! chunk order; groups run in parallel, and their buffers are added into a
-//! per-state f64 stage in group order (in parallel over blocks of elements).
-//! The stage is added into the accumulators once per call.
+//! chunk order; groups run in parallel, and their buffers are added into the
+//! accumulators in group order (in parallel over states and blocks of
+//! components).
 
 use std::sync::Mutex;
 
@@ -24,7 +24,7 @@ use super::kernels;
 use super::PackedModel;
 use crate::engine::{FrameBatch, FrameTargets};
 use crate::model::CovKind;
-use crate::stats::ModelAccumulators;
+use crate::stats::{GmmAccumulator, ModelAccumulators};
 use crate::{Error, Result};
 
 /// Frames per chunk: fixes the summation order (a constant, never derived
@@ -34,9 +34,9 @@ pub const CHUNK_FRAMES: usize = 128;
 /// Chunks per group: a group's chunks run in order on one thread, their sums
 /// added into one buffer per touched state (the first chunk stores, later
 /// ones add); groups run in parallel and their buffers are added into the
-/// stage in group order. A constant, so the additions never depend on the
-/// thread count; 8 chunks keep the stage traffic of the merge at 1/8 of the
-/// kernel's.
+/// accumulators in group order. A constant, so the additions never depend on
+/// the thread count; 8 chunks keep the memory traffic of the merge at 1/8 of
+/// the kernel's.
 pub const GROUP_CHUNKS: usize = 8;
 
 /// One group's results: per chunk in order `(Σ w·log-likelihood, Σ w)`, and
@@ -81,7 +81,6 @@ pub(super) fn accumulate(
 
     let chunks = feats.frames.div_ceil(CHUNK_FRAMES);
     let groups = chunks.div_ceil(GROUP_CHUNKS);
-    let mut stage: Vec<Option<Vec<f64>>> = vec![None; p.num_states()];
     let mut total = 0f64;
     // Groups per wave; results do not depend on this.
     let wave = if threads <= 1 { 1 } else { threads * 2 };
@@ -98,7 +97,7 @@ pub(super) fn accumulate(
                 })
                 .collect()
         });
-        let mut sources: Vec<Vec<Vec<f64>>> = vec![Vec::new(); stage.len()];
+        let mut sources: Vec<Vec<Vec<f64>>> = vec![Vec::new(); p.num_states()];
         for part in partials {
             for &(like, weight) in &part.likes {
                 total += like;
@@ -109,45 +108,80 @@ pub(super) fn accumulate(
                 sources[s as usize].push(st);
             }
         }
-        add_in_order(pool, &mut stage, &sources);
+        merge_in_order(pool, p.dim, cols, &mut acc.states, &sources);
         // Recycle the buffers (fresh pages fault every group).
         if let Ok(mut b) = bufs.lock() {
             b.extend(sources.into_iter().flatten());
         }
         g0 = g1;
     }
-    for (s, st) in stage.iter().enumerate() {
-        if let Some(st) = st {
-            merge(p.dim, &mut acc.states[s], st, cols);
-        }
-    }
     Ok(total)
 }
 
-/// Elements of a stage added into per merge task (64 KiB of f64).
-const MERGE_BLOCK: usize = 8192;
+/// Components of one state merged per task.
+const MERGE_ROWS: usize = 32;
 
-/// `stage[s] += each of sources[s]`, in the order given, element by element:
-/// in parallel over blocks of elements (each element still sees its sources
-/// in chunk order, so the result does not depend on the number of threads).
-fn add_in_order(
+/// `states[s] += each of sources[s]` (rows of `[occupancy, Σγx, Σγx² or
+/// Σγxxᵀ, 0…]`), in the order given, element by element: in parallel over
+/// states and blocks of components, each element still seeing its sources in
+/// group order, so the result does not depend on the number of threads.
+fn merge_in_order(
     pool: &rayon::ThreadPool,
-    stage: &mut [Option<Vec<f64>>],
+    d: usize,
+    cols: Cols,
+    states: &mut [GmmAccumulator],
     sources: &[Vec<Vec<f64>>],
 ) {
-    let mut work: Vec<(&mut [f64], &[Vec<f64>], usize)> = Vec::new();
-    for (st, src) in stage.iter_mut().zip(sources) {
-        let Some(first) = src.first() else { continue };
-        let st = st.get_or_insert_with(|| vec![0.0; first.len()]);
-        for (i, blk) in st.chunks_mut(MERGE_BLOCK).enumerate() {
-            work.push((blk, src, i * MERGE_BLOCK));
+    type Work<'a> = (
+        &'a mut [f64],
+        &'a mut [f64],
+        &'a mut [f64],
+        usize,
+        &'a [Vec<f64>],
+    );
+    let dm = if cols.means { d } else { 0 };
+    let mut work: Vec<Work<'_>> = Vec::new();
+    let mut dv = 0;
+    for (a, src) in states.iter_mut().zip(sources) {
+        if src.is_empty() {
+            continue;
+        }
+        let m = a.occupancy.len();
+        let v = if cols.vars {
+            a.var_acc.len() / m.max(1)
+        } else {
+            0
+        };
+        dv = v;
+        let (mut occ, mut mean, mut var) = (
+            &mut a.occupancy[..],
+            &mut a.mean_acc[..],
+            &mut a.var_acc[..],
+        );
+        let mut g0 = 0;
+        while g0 < m {
+            let r = (m - g0).min(MERGE_ROWS);
+            let (o1, o2) = std::mem::take(&mut occ).split_at_mut(r);
+            let (m1, m2) = std::mem::take(&mut mean).split_at_mut(r * dm);
+            let (v1, v2) = std::mem::take(&mut var).split_at_mut(r * v);
+            (occ, mean, var) = (o2, m2, v2);
+            work.push((o1, m1, v1, g0, src.as_slice()));
+            g0 += r;
         }
     }
+    let (ct, v) = (cols.total, dv);
     pool.install(|| {
-        work.into_par_iter().for_each(|(dst, src, o)| {
+        work.into_par_iter().for_each(|(occ, mean, var, g0, src)| {
             for part in src {
-                for (a, b) in dst.iter_mut().zip(&part[o..]) {
-                    *a += b;
+                for (i, o) in occ.iter_mut().enumerate() {
+                    let row = &part[(g0 + i) * ct..(g0 + i + 1) * ct];
+                    *o += row[0];
+                    for (a, b) in mean[i * dm..(i + 1) * dm].iter_mut().zip(&row[1..]) {
+                        *a += b;
+                    }
+                    for (a, b) in var[i * v..(i + 1) * v].iter_mut().zip(&row[1 + dm..]) {
+                        *a += b;
+                    }
                 }
             }
         })
@@ -251,7 +285,8 @@ fn group_partial(
         likes: Vec::with_capacity(chunks.len()),
         states: Vec::new(),
     };
-    let mut index = std::collections::HashMap::new();
+    // State → its entry in `part.states` (usize::MAX: none yet).
+    let mut index = vec![usize::MAX; p.num_states()];
     for c in chunks {
         let (t0, t1) = (c * CHUNK_FRAMES, ((c + 1) * CHUNK_FRAMES).min(feats.frames));
         let like = chunk_into(p, feats, t0, t1, targets, cols, bufs, &mut part, &mut index);
@@ -272,7 +307,7 @@ fn chunk_into(
     cols: Cols,
     bufs: &Mutex<Vec<Vec<f64>>>,
     part: &mut Partial,
-    index: &mut std::collections::HashMap<u32, usize>,
+    index: &mut [usize],
 ) -> (f64, f64) {
     // (state, frame, weight) entries, stably grouped by state.
     let mut entries: Vec<(u32, u32, f32)> = Vec::new();
@@ -343,9 +378,9 @@ fn chunk_into(
                 expand_stats(x, p.kind, cols, n, r, zrow, zs);
             }
             let len = m * cols.total;
-            let (e, add) = match index.get(&s) {
-                Some(&e) => (e, true),
-                None => {
+            let (e, add) = match index[s as usize] {
+                e if e != usize::MAX => (e, true),
+                _ => {
                     let mut st = bufs
                         .lock()
                         .map(|mut b| b.pop().unwrap_or_default())
@@ -353,7 +388,7 @@ fn chunk_into(
                     // The kernel stores every element: no clearing.
                     grow(&mut st, len);
                     st.truncate(len);
-                    index.insert(s, part.states.len());
+                    index[s as usize] = part.states.len();
                     part.states.push((s, st));
                     (part.states.len() - 1, false)
                 }
@@ -423,35 +458,5 @@ fn expand_stats(
     for (q, src) in row.chunks_exact(sc).enumerate() {
         let o = q * n * sc + r * sc;
         zs[o..o + sc].copy_from_slice(src);
-    }
-}
-
-/// Add one state's stage (rows of `[occupancy, Σγx, Σγx² or Σγxxᵀ, 0…]`)
-/// into its accumulators.
-fn merge(d: usize, a: &mut crate::stats::GmmAccumulator, st: &[f64], cols: Cols) {
-    let m = a.occupancy.len();
-    let v = if cols.vars {
-        a.var_acc.len() / m.max(1)
-    } else {
-        0
-    };
-    for g in 0..m {
-        let row = &st[g * cols.total..(g + 1) * cols.total];
-        a.occupancy[g] += row[0];
-        let mut c = 1;
-        if cols.means {
-            for (dst, src) in a.mean_acc[g * d..(g + 1) * d]
-                .iter_mut()
-                .zip(&row[c..c + d])
-            {
-                *dst += src;
-            }
-            c += d;
-        }
-        if cols.vars {
-            for (dst, src) in a.var_acc[g * v..(g + 1) * v].iter_mut().zip(&row[c..c + v]) {
-                *dst += src;
-            }
-        }
     }
 }
