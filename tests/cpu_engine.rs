@@ -2,7 +2,8 @@
 //! random models: 1–100 Gaussians per state, dimensions 1–80 (diagonal) and
 //! 1–40 (full) including non-multiples of 4 and 8, frame counts that leave
 //! partial 6-frame tiles and partial 128-frame chunks; all three target kinds;
-//! one thread against two (bit-identical).
+//! one thread against two (bit-identical), and against two and three over
+//! many chunks and groups of chunks.
 //!
 //! Tolerances (norm-wise relative error ‖out − ref‖/‖ref‖ over each output,
 //! the measure `amtool bench` reports):
@@ -12,7 +13,8 @@
 //! - statistics and total log-likelihood 1e-4: posteriors are exp(ll − lse),
 //!   so their relative error is the *absolute* error of the f32
 //!   log-likelihoods (~1e-6 at |ll| ≈ 100 with K ≈ 800), plus 2⁻²⁴ from the
-//!   f32 posterior; sums are exact-product f64 and add nothing measurable.
+//!   f32 posterior; the sums are f32 over sub-blocks of 64 frames (within
+//!   64·2⁻²⁴ ≈ 3.8e-6 of the summed |terms|, typically ~5e-7) and f64 across.
 //!   Typically ~1e-8; the worst seen is 1.02e-5 (full covariance, D = 36, a
 //!   statistic dominated by a Gaussian whose posterior is a small difference
 //!   of large log-likelihoods), kept in proptest-regressions.
@@ -152,6 +154,46 @@ proptest! {
         frames in 1usize..200,
     ) {
         check(seed, &counts, dim, frames, CovKind::Full)?;
+    }
+}
+
+/// Many chunks: 41 chunks of 128 frames in 6 groups of 8 (the last partial),
+/// so 1 thread runs 6 waves of one group, 2 threads 2 waves of four groups, 3
+/// threads one of six; bit for bit the same, for both covariance kinds and
+/// all three target kinds; and the statistics still within the property
+/// tests' 1e-4 of the f64 reference.
+#[test]
+fn many_chunks_are_bit_identical_across_thread_counts() {
+    let frames = 40 * 128 + 37;
+    for (kind, dim) in [(CovKind::Diagonal, 13), (CovKind::Full, 7)] {
+        let mut rng = Rng::new(11);
+        let model = random::model(&mut rng, &[37, 5, 20], dim, kind);
+        let data = random::features(&mut rng, frames, dim);
+        let feats = FrameBatch::new(&data, dim);
+        let (ali, offsets, pairs) = targets_for(&mut rng, 3, frames);
+        let targets = [
+            FrameTargets::Global,
+            FrameTargets::Aligned(&ali),
+            FrameTargets::Weighted {
+                offsets: &offsets,
+                pairs: &pairs,
+            },
+        ];
+        let one = run(&CpuEngine::new(1).unwrap(), &model, feats, &targets);
+        for (i, &t) in targets.iter().enumerate() {
+            let r = reference::accumulate(&model, feats, t, UpdateFlags::default());
+            let e = reference::acc_rel_err(&one.accs[i].0, &r);
+            assert!(e < 1e-4, "{kind:?} target kind {i}: statistics rel err {e}");
+        }
+        for threads in [2, 3] {
+            let other = run(&CpuEngine::new(threads).unwrap(), &model, feats, &targets);
+            for (i, (a, b)) in one.accs.iter().zip(&other.accs).enumerate() {
+                assert!(
+                    a.0 == b.0 && a.1.to_bits() == b.1.to_bits(),
+                    "{kind:?} target kind {i}: accumulators differ between 1 and {threads} threads"
+                );
+            }
+        }
     }
 }
 

@@ -549,9 +549,9 @@ mod tests {
             .collect()
     }
 
-    fn close(a: &[f64], b: &[f64]) {
+    fn close(a: &[f64], b: &[f64], tol: f64) {
         for (x, y) in a.iter().zip(b) {
-            assert!((x - y).abs() <= 1e-12 * y.abs().max(1.0), "{x} vs {y}");
+            assert!((x - y).abs() <= tol * y.abs().max(1.0), "{x} vs {y}");
         }
     }
 
@@ -572,8 +572,13 @@ mod tests {
         l2 += apart.take_like().unwrap();
         assert!((l1 - l2).abs() < 1e-9 * l2.abs());
         let (t, p) = (together.into_diag().unwrap(), apart.into_diag().unwrap());
-        close(&t.occupancy, &p.occupancy);
-        close(&t.var_accs, &p.var_accs);
+        // The engine sums statistics in f32 over sub-blocks of up to
+        // `kernels::STATS_TB` (64) frames of one call, so 12 frames in one
+        // call and 7 + 5 in two round differently: within (64 + 1)·2⁻²⁴ ≈
+        // 3.9e-6 of the value for these sums of non-negative terms (observed
+        // 4.3e-8). A lost or doubled frame would differ by ~1/12.
+        close(&t.occupancy, &p.occupancy, 4e-6);
+        close(&t.var_accs, &p.var_accs, 4e-6);
 
         // Weights of 1 and 0 = only the weighted frames; a selection of all
         // components = no selection.
@@ -605,8 +610,9 @@ mod tests {
             selected.into_diag().unwrap(),
             plain.into_diag().unwrap(),
         );
-        close(&w.occupancy, &p.occupancy);
-        close(&w.mean_accs, &p.mean_accs);
+        // Zero-weight frames add exact zeros to the same f32 sums.
+        close(&w.occupancy, &p.occupancy, 1e-12);
+        close(&w.mean_accs, &p.mean_accs, 1e-12);
         // The host path (float softmax of the engine's log-likelihoods) vs the
         // engine's own: float rounding of the posteriors.
         for (x, y) in s.occupancy.iter().zip(&p.occupancy) {

@@ -5,12 +5,16 @@
 //! (state, frame, weight) targets are grouped by state (stable, so frame order
 //! is kept); for each state: log-likelihoods by the f32 micro-kernel, Kaldi's
 //! float posteriors (softmax, then × weight in f32), then the statistics as one
-//! f64 GEMM `Pᵀ · [1, x, x² | xxᵀ packed]` (the products of f32 values are
-//! exact in f64, as in Kaldi's `AccumulateFromPosteriors`). Each chunk yields
-//! partial f64 sums for the states it touched (the Machlica et al. scheme:
-//! statistics are additive, never more than a chunk of posteriors exists);
-//! chunks run in parallel and their partials are added into the accumulators
-//! strictly in chunk order.
+//! GEMM `Pᵀ · [1, x, x² | xxᵀ packed]` with f32 products summed in f32 over
+//! sub-blocks of [`kernels::STATS_TB`] frames and in f64 across them (Kaldi
+//! adds each frame in f64; the difference is bounded at `kernels::STATS_TB`).
+//! Each chunk yields f64 sums for the states it touched (the Machlica et al.
+//! scheme: statistics are additive, never more than a chunk of posteriors
+//! exists). Chunks form fixed groups of [`GROUP_CHUNKS`]: within a group, on
+//! one thread, the kernel adds each chunk's sums into the group's buffers in
+//! chunk order; groups run in parallel, and their buffers are added into the
+//! accumulators in group order (in parallel over states and blocks of
+//! components).
 
 use std::sync::Mutex;
 
@@ -20,18 +24,26 @@ use super::kernels;
 use super::PackedModel;
 use crate::engine::{FrameBatch, FrameTargets};
 use crate::model::CovKind;
-use crate::stats::ModelAccumulators;
+use crate::stats::{GmmAccumulator, ModelAccumulators};
 use crate::{Error, Result};
 
 /// Frames per chunk: fixes the summation order (a constant, never derived
 /// from the thread count).
 pub const CHUNK_FRAMES: usize = 128;
 
-/// One chunk's statistics: per touched state, `components × cols` rows of
-/// `[occupancy, Σγx (if means), Σγx² or Σγxxᵀ (if variances), 0 padding]`.
+/// Chunks per group: a group's chunks run in order on one thread, their sums
+/// added into one buffer per touched state (the first chunk stores, later
+/// ones add); groups run in parallel and their buffers are added into the
+/// accumulators in group order. A constant, so the additions never depend on
+/// the thread count; 8 chunks keep the memory traffic of the merge at 1/8 of
+/// the kernel's.
+pub const GROUP_CHUNKS: usize = 8;
+
+/// One group's results: per chunk in order `(Σ w·log-likelihood, Σ w)`, and
+/// per touched state `components × cols` rows of `[occupancy, Σγx (if
+/// means), Σγx² or Σγxxᵀ (if variances), 0 padding]`.
 struct Partial {
-    like: f64,
-    weight: f64,
+    likes: Vec<(f64, f64)>,
     states: Vec<(u32, Vec<f64>)>,
 }
 
@@ -68,34 +80,112 @@ pub(super) fn accumulate(
     };
 
     let chunks = feats.frames.div_ceil(CHUNK_FRAMES);
-    // Several chunks per thread per wave; results do not depend on this.
-    let wave = (threads * 4).max(1);
+    let groups = chunks.div_ceil(GROUP_CHUNKS);
     let mut total = 0f64;
+    // Groups per wave; results do not depend on this.
+    let wave = if threads <= 1 { 1 } else { threads * 2 };
     let bufs = Mutex::new(Vec::new());
-    let mut c0 = 0;
-    while c0 < chunks {
-        let c1 = (c0 + wave).min(chunks);
+    let mut g0 = 0;
+    while g0 < groups {
+        let g1 = (g0 + wave).min(groups);
         let partials: Vec<Partial> = pool.install(|| {
-            (c0..c1)
+            (g0..g1)
                 .into_par_iter()
-                .map(|c| {
-                    let t0 = c * CHUNK_FRAMES;
-                    let t1 = (t0 + CHUNK_FRAMES).min(feats.frames);
-                    chunk_partial(p, &feats, t0, t1, &targets, cols, &bufs)
+                .map(|g| {
+                    let c1 = ((g + 1) * GROUP_CHUNKS).min(chunks);
+                    group_partial(p, &feats, g * GROUP_CHUNKS..c1, &targets, cols, &bufs)
                 })
                 .collect()
         });
+        let mut sources: Vec<Vec<Vec<f64>>> = vec![Vec::new(); p.num_states()];
         for part in partials {
-            merge(p, acc, &part, cols);
-            total += part.like;
-            // Recycle the partial sums' buffers (fresh pages fault every chunk).
-            if let Ok(mut b) = bufs.lock() {
-                b.extend(part.states.into_iter().map(|(_, v)| v));
+            for &(like, weight) in &part.likes {
+                total += like;
+                acc.total_like += like;
+                acc.total_frames += weight;
+            }
+            for (s, st) in part.states {
+                sources[s as usize].push(st);
             }
         }
-        c0 = c1;
+        merge_in_order(pool, p.dim, cols, &mut acc.states, &sources);
+        // Recycle the buffers (fresh pages fault every group).
+        if let Ok(mut b) = bufs.lock() {
+            b.extend(sources.into_iter().flatten());
+        }
+        g0 = g1;
     }
     Ok(total)
+}
+
+/// Components of one state merged per task.
+const MERGE_ROWS: usize = 32;
+
+/// `states[s] += each of sources[s]` (rows of `[occupancy, Σγx, Σγx² or
+/// Σγxxᵀ, 0…]`), in the order given, element by element: in parallel over
+/// states and blocks of components, each element still seeing its sources in
+/// group order, so the result does not depend on the number of threads.
+fn merge_in_order(
+    pool: &rayon::ThreadPool,
+    d: usize,
+    cols: Cols,
+    states: &mut [GmmAccumulator],
+    sources: &[Vec<Vec<f64>>],
+) {
+    type Work<'a> = (
+        &'a mut [f64],
+        &'a mut [f64],
+        &'a mut [f64],
+        usize,
+        &'a [Vec<f64>],
+    );
+    let dm = if cols.means { d } else { 0 };
+    let mut work: Vec<Work<'_>> = Vec::new();
+    let mut dv = 0;
+    for (a, src) in states.iter_mut().zip(sources) {
+        if src.is_empty() {
+            continue;
+        }
+        let m = a.occupancy.len();
+        let v = if cols.vars {
+            a.var_acc.len() / m.max(1)
+        } else {
+            0
+        };
+        dv = v;
+        let (mut occ, mut mean, mut var) = (
+            &mut a.occupancy[..],
+            &mut a.mean_acc[..],
+            &mut a.var_acc[..],
+        );
+        let mut g0 = 0;
+        while g0 < m {
+            let r = (m - g0).min(MERGE_ROWS);
+            let (o1, o2) = std::mem::take(&mut occ).split_at_mut(r);
+            let (m1, m2) = std::mem::take(&mut mean).split_at_mut(r * dm);
+            let (v1, v2) = std::mem::take(&mut var).split_at_mut(r * v);
+            (occ, mean, var) = (o2, m2, v2);
+            work.push((o1, m1, v1, g0, src.as_slice()));
+            g0 += r;
+        }
+    }
+    let (ct, v) = (cols.total, dv);
+    pool.install(|| {
+        work.into_par_iter().for_each(|(occ, mean, var, g0, src)| {
+            for part in src {
+                for (i, o) in occ.iter_mut().enumerate() {
+                    let row = &part[(g0 + i) * ct..(g0 + i + 1) * ct];
+                    *o += row[0];
+                    for (a, b) in mean[i * dm..(i + 1) * dm].iter_mut().zip(&row[1..]) {
+                        *a += b;
+                    }
+                    for (a, b) in var[i * v..(i + 1) * v].iter_mut().zip(&row[1 + dm..]) {
+                        *a += b;
+                    }
+                }
+            }
+        })
+    });
 }
 
 fn check_acc(p: &PackedModel, acc: &ModelAccumulators) -> Result<()> {
@@ -183,7 +273,32 @@ fn check_targets(p: &PackedModel, frames: usize, targets: &FrameTargets<'_>) -> 
     Ok(())
 }
 
-fn chunk_partial(
+fn group_partial(
+    p: &PackedModel,
+    feats: &FrameBatch<'_>,
+    chunks: std::ops::Range<usize>,
+    targets: &FrameTargets<'_>,
+    cols: Cols,
+    bufs: &Mutex<Vec<Vec<f64>>>,
+) -> Partial {
+    let mut part = Partial {
+        likes: Vec::with_capacity(chunks.len()),
+        states: Vec::new(),
+    };
+    // State → its entry in `part.states` (usize::MAX: none yet).
+    let mut index = vec![usize::MAX; p.num_states()];
+    for c in chunks {
+        let (t0, t1) = (c * CHUNK_FRAMES, ((c + 1) * CHUNK_FRAMES).min(feats.frames));
+        let like = chunk_into(p, feats, t0, t1, targets, cols, bufs, &mut part, &mut index);
+        part.likes.push(like);
+    }
+    part
+}
+
+/// One chunk's statistics into `part` (`index`: state → its entry there);
+/// returns the chunk's `(Σ w·log-likelihood, Σ w)`.
+#[allow(clippy::too_many_arguments)]
+fn chunk_into(
     p: &PackedModel,
     feats: &FrameBatch<'_>,
     t0: usize,
@@ -191,7 +306,9 @@ fn chunk_partial(
     targets: &FrameTargets<'_>,
     cols: Cols,
     bufs: &Mutex<Vec<Vec<f64>>>,
-) -> Partial {
+    part: &mut Partial,
+    index: &mut [usize],
+) -> (f64, f64) {
     // (state, frame, weight) entries, stably grouped by state.
     let mut entries: Vec<(u32, u32, f32)> = Vec::new();
     match *targets {
@@ -210,14 +327,16 @@ fn chunk_partial(
     entries.sort_by_key(|e| e.0);
 
     let (d, k) = (p.dim, p.k);
-    let mut part = Partial {
-        like: 0.0,
-        weight: 0.0,
-        states: Vec::new(),
-    };
+    let (mut like, mut weight) = (0f64, 0f64);
     SCRATCH.with(|cell| {
         let mut guard = cell.borrow_mut();
-        let Scratch { xe, l, post, x64 } = &mut *guard;
+        let Scratch {
+            xe,
+            l,
+            post,
+            zs,
+            zrow,
+        } = &mut *guard;
         let mut i = 0;
         while i < entries.len() {
             let s = entries[i].0;
@@ -237,42 +356,49 @@ fn chunk_partial(
             let ldo = p.component_block(s as usize, n, xe, l);
 
             // Posteriors: softmax over the padded row (virtual lanes are −∞ and
-            // get 0), × weight in f32 as Kaldi, then widened to f64 (`n × m`).
-            let ldp = m | 1; // odd row stride: rows spread over L1 sets
-            grow(post, n * ldp);
+            // get 0), × weight in f32 as Kaldi, packed for the statistics kernel
+            // (blocks of Gaussians; lanes past `m` are 0).
+            let plen = kernels::packed_p_len(n, m);
+            grow(post, plen);
+            post[kernels::packed_p_index(n, 0, m / kernels::SG * kernels::SG)..plen].fill(0.0);
             for (r, &(_, _, w)) in group.iter().enumerate() {
                 let row = &mut l[r * ldo..(r + 1) * ldo];
                 let ll = kernels::softmax(row);
-                part.like += w as f64 * ll as f64;
-                part.weight += w as f64;
-                for (dst, &pg) in post[r * ldp..r * ldp + m].iter_mut().zip(&row[..m]) {
-                    *dst = (pg * w) as f64;
+                like += w as f64 * ll as f64;
+                weight += w as f64;
+                for (g, &pg) in row[..m].iter().enumerate() {
+                    post[kernels::packed_p_index(n, r, g)] = pg * w;
                 }
             }
 
-            // [1, x, x² | packed xxᵀ] in f64 (exact products of f32 values).
-            grow(x64, n * cols.total);
+            // [1, x, x² | packed xxᵀ] in f32, packed in column panels.
+            grow(zs, kernels::packed_x_len(n, cols.total));
             for (r, &(_, t, _)) in group.iter().enumerate() {
                 let x = &feats.data[t as usize * d..(t as usize + 1) * d];
-                expand64(
-                    x,
-                    p.kind,
-                    cols,
-                    &mut x64[r * cols.total..(r + 1) * cols.total],
-                );
+                expand_stats(x, p.kind, cols, n, r, zrow, zs);
             }
-            let mut st = bufs
-                .lock()
-                .map(|mut b| b.pop().unwrap_or_default())
-                .unwrap_or_default();
-            st.clear();
-            st.resize(m * cols.total, 0f64);
-            kernels::stats(m, n, cols.total, post, ldp, x64, &mut st);
-            part.states.push((s, st));
+            let len = m * cols.total;
+            let (e, add) = match index[s as usize] {
+                e if e != usize::MAX => (e, true),
+                _ => {
+                    let mut st = bufs
+                        .lock()
+                        .map(|mut b| b.pop().unwrap_or_default())
+                        .unwrap_or_default();
+                    // The kernel stores every element: no clearing.
+                    grow(&mut st, len);
+                    st.truncate(len);
+                    index[s as usize] = part.states.len();
+                    part.states.push((s, st));
+                    (part.states.len() - 1, false)
+                }
+            };
+            let st = &mut part.states[e].1;
+            kernels::stats(m, n, cols.total, post, zs, st, cols.total, add);
             i = j;
         }
     });
-    part
+    (like, weight)
 }
 
 /// Make `v` at least `n` long; contents are overwritten by the caller, so
@@ -289,76 +415,48 @@ fn grow<T: Copy + Default>(v: &mut Vec<T>, n: usize) {
 struct Scratch {
     xe: Vec<f32>,
     l: Vec<f32>,
-    post: Vec<f64>,
-    x64: Vec<f64>,
+    post: Vec<f32>,
+    zs: Vec<f32>,
+    zrow: Vec<f32>,
 }
 
 thread_local! {
     static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
 }
 
-/// One row of the statistics GEMM's right-hand side: `[1, x (if means),
-/// x² or packed xxᵀ (if variances), 0…]`.
-fn expand64(x: &[f32], kind: CovKind, cols: Cols, row: &mut [f64]) {
-    row[0] = 1.0;
-    let mut c = 1;
+/// Row `r` of the statistics GEMM's right-hand side, `[1, x (if means), x² or
+/// packed xxᵀ (if variances), 0…]` (f32 products), built in `row` (any
+/// length) and copied into the panels of `zs` (`n` rows; layout of
+/// [`kernels::packed_x_len`]), padding included.
+fn expand_stats(
+    x: &[f32],
+    kind: CovKind,
+    cols: Cols,
+    n: usize,
+    r: usize,
+    row: &mut Vec<f32>,
+    zs: &mut [f32],
+) {
+    let sc = kernels::SC;
+    let width = cols.total.next_multiple_of(sc);
+    row.clear();
+    row.push(1.0);
     if cols.means {
-        for &xv in x {
-            row[c] = xv as f64;
-            c += 1;
-        }
+        row.extend_from_slice(x);
     }
     if cols.vars {
         match kind {
-            CovKind::Diagonal => {
-                for &xv in x {
-                    row[c] = xv as f64 * xv as f64;
-                    c += 1;
-                }
-            }
+            CovKind::Diagonal => row.extend(x.iter().map(|&xv| xv * xv)),
             CovKind::Full => {
-                for a in 0..x.len() {
-                    for b in 0..=a {
-                        row[c] = x[a] as f64 * x[b] as f64;
-                        c += 1;
-                    }
+                for (a, &xa) in x.iter().enumerate() {
+                    row.extend(x[..=a].iter().map(|&xb| xa * xb));
                 }
             }
         }
     }
-    row[c..].fill(0.0);
-}
-
-fn merge(p: &PackedModel, acc: &mut ModelAccumulators, part: &Partial, cols: Cols) {
-    let d = p.dim;
-    for (s, st) in &part.states {
-        let a = &mut acc.states[*s as usize];
-        let m = a.occupancy.len();
-        let v = if cols.vars {
-            a.var_acc.len() / m.max(1)
-        } else {
-            0
-        };
-        for g in 0..m {
-            let row = &st[g * cols.total..(g + 1) * cols.total];
-            a.occupancy[g] += row[0];
-            let mut c = 1;
-            if cols.means {
-                for (dst, src) in a.mean_acc[g * d..(g + 1) * d]
-                    .iter_mut()
-                    .zip(&row[c..c + d])
-                {
-                    *dst += src;
-                }
-                c += d;
-            }
-            if cols.vars {
-                for (dst, src) in a.var_acc[g * v..(g + 1) * v].iter_mut().zip(&row[c..c + v]) {
-                    *dst += src;
-                }
-            }
-        }
+    row.resize(width, 0.0);
+    for (q, src) in row.chunks_exact(sc).enumerate() {
+        let o = q * n * sc + r * sc;
+        zs[o..o + sc].copy_from_slice(src);
     }
-    acc.total_like += part.like;
-    acc.total_frames += part.weight;
 }

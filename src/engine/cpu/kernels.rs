@@ -7,8 +7,9 @@
 //!   Gaussians of a state stored in panels of [`LANES`] (`[k][lane]`, the
 //!   Vaněk layout with 8 lanes): per k, one load of 8 Gaussians' parameters is
 //!   reused by up to 6 frames (broadcasts), 6×16 outputs stay in registers.
-//! - Statistics: `S[g][c] += Σ_t P[g][t]·xe[t][c]` in f64, 4 Gaussians × 12
-//!   columns in registers, summed over the frames of a chunk in frame order.
+//! - Statistics: `S[g][c] = Σ_t P[t][g]·z[t][c]`, f32 products and sums
+//!   over sub-blocks of frames, widened to f64 between sub-blocks; 6 Gaussians
+//!   × 16 columns in registers, operands packed by the caller.
 //!
 //! Nothing here allocates or knows about models; callers pass raw slices whose
 //! sizes they checked.
@@ -98,38 +99,116 @@ fn portable_loglikes(
     }
 }
 
-/// Frames summed in registers before adding into `s` (keeps a block of `xe`
-/// in L1 while all Gaussians pass over it).
-pub const STATS_TB: usize = 32;
+/// Statistics micro-tile: Gaussians per packed block of posteriors (each
+/// broadcast from one f32)…
+pub const SG: usize = 6;
+/// …and statistics columns per packed panel (two AVX registers of f32; 6 × 2
+/// sums, 2 operands and a broadcast fit the 16 registers: 4 × 3 spills one).
+pub const SC: usize = 16;
+/// Frames summed in f32 before the sum is widened and added into the f64 tile.
+///
+/// Error bound: each f32 sub-block sum of `STATS_TB` products γ·z (fused
+/// multiply-adds, so the products are not rounded separately) is within
+/// `STATS_TB`·2⁻²⁴ ≈ 3.8e-6 of Σ|γ·z| over those frames (the usual recursive
+/// summation bound, first order); the f64 additions of the sub-block sums
+/// add ~2⁻⁵³ each. Relative to the Cauchy–Schwarz scale of a statistic
+/// (what tests/cli_train.rs measures against Kaldi) that is ≤ 3.8e-6, well
+/// inside the 1e-4 tolerances; typically it is √`STATS_TB`·2⁻²⁴ ≈ 5e-7.
+/// 64 rather than 32: the widening costs ~9 % of the kernel at 32 frames
+/// (micro-benchmark, 256 × 864 × 128); 128 gains only ~2 % more.
+pub const STATS_TB: usize = 64;
 
-/// `s[g][c] += Σ_t p[t][g]·xe[t][c]` for `g < gs`, `c < cols` (a multiple of
-/// 4), `t < n`; `p` is `n × gs` (row stride `ldp` ≥ `gs`; make it odd so a
-/// block of rows does not fall into one L1 set), `xe` is `n × cols` (stride
-/// `cols`), `s` is `gs × cols` (stride `cols`). Frames are summed in order in
-/// blocks of [`STATS_TB`], each block's sum added into `s` in block order.
-pub fn stats(gs: usize, n: usize, cols: usize, p: &[f64], ldp: usize, xe: &[f64], s: &mut [f64]) {
-    assert!(cols % 4 == 0 && ldp >= gs);
-    assert!(n == 0 || p.len() >= (n - 1) * ldp + gs);
-    assert!(xe.len() >= n * cols && s.len() >= gs * cols);
+/// Index of `(frame t, Gaussian g)` in posteriors packed for [`stats`]: blocks
+/// of [`SG`] Gaussians, each `n × SG` (frame-major).
+#[inline(always)]
+pub fn packed_p_index(n: usize, t: usize, g: usize) -> usize {
+    (g / SG) * n * SG + t * SG + g % SG
+}
+
+/// Length of the posteriors packed for [`stats`] (`gs` rounded up to [`SG`]).
+pub fn packed_p_len(n: usize, gs: usize) -> usize {
+    gs.div_ceil(SG) * SG * n
+}
+
+/// Length of the statistics rows packed for [`stats`]: panels of [`SC`]
+/// columns, each `n × SC` (frame-major); column `c` of frame `t` lives at
+/// `(c / SC)·n·SC + t·SC + c % SC`.
+pub fn packed_x_len(n: usize, cols: usize) -> usize {
+    cols.div_ceil(SC) * SC * n
+}
+
+/// `s[g][c] = Σ_t p[t][g]·x[t][c]` (or, with `add`, `s[g][c] + Σ…`) for
+/// `g < gs`, `c < cols`, `t < n`, with `p` and `x` in f32, packed as
+/// [`packed_p_index`] and [`packed_x_len`] say (the padding lanes past `gs`
+/// and `cols` must be finite; zeros), and `s` in f64 (`gs` rows of stride
+/// `lds` ≥ `cols`). Frames are summed in f32 in frame order in sub-blocks of
+/// [`STATS_TB`] (see there for the error bound); the sub-block sums are
+/// widened and added in order into an f64 sum (the first taken as it is,
+/// i.e. as if it started at 0, up to the sign of a zero), and that sum
+/// is stored into `s` or added to it (one f64 addition, so adding equals
+/// storing into a zeroed buffer and adding that buffer later).
+#[allow(clippy::too_many_arguments)]
+pub fn stats(
+    gs: usize,
+    n: usize,
+    cols: usize,
+    p: &[f32],
+    x: &[f32],
+    s: &mut [f64],
+    lds: usize,
+    add: bool,
+) {
+    assert!(lds >= cols && p.len() >= packed_p_len(n, gs) && x.len() >= packed_x_len(n, cols));
+    assert!(gs == 0 || s.len() >= (gs - 1) * lds + cols);
     #[cfg(target_arch = "x86_64")]
     if has_avx2_fma() {
         // SAFETY: the CPU has AVX2 and FMA; sizes checked above.
-        unsafe { avx2::stats(gs, n, cols, p.as_ptr(), ldp, xe.as_ptr(), s.as_mut_ptr()) };
+        unsafe {
+            avx2::stats(
+                gs,
+                n,
+                cols,
+                p.as_ptr(),
+                x.as_ptr(),
+                s.as_mut_ptr(),
+                lds,
+                add,
+            )
+        };
         return;
     }
-    let mut t0 = 0;
-    while t0 < n {
-        let t1 = (t0 + STATS_TB).min(n);
-        for g in 0..gs {
-            for c in 0..cols {
-                let mut acc = 0f64;
-                for t in t0..t1 {
-                    acc += p[t * ldp + g] * xe[t * cols + c];
-                }
-                s[g * cols + c] += acc;
+    portable_stats(gs, n, cols, p, x, s, lds, add);
+}
+
+#[allow(clippy::too_many_arguments)]
+fn portable_stats(
+    gs: usize,
+    n: usize,
+    cols: usize,
+    p: &[f32],
+    x: &[f32],
+    s: &mut [f64],
+    lds: usize,
+    add: bool,
+) {
+    for g in 0..gs {
+        for c in 0..cols {
+            let xc = &x[(c / SC) * n * SC + c % SC..];
+            let block = |t0: usize, t1: usize| {
+                (t0..t1).fold(0f32, |acc, t| {
+                    p[packed_p_index(n, t, g)].mul_add(xc[t * SC], acc)
+                })
+            };
+            let mut t0 = n.min(STATS_TB);
+            let mut sum = block(0, t0) as f64;
+            while t0 < n {
+                let t1 = (t0 + STATS_TB).min(n);
+                sum += block(t0, t1) as f64;
+                t0 = t1;
             }
+            let o = &mut s[g * lds + c];
+            *o = if add { *o + sum } else { sum };
         }
-        t0 = t1;
     }
 }
 
@@ -367,7 +446,7 @@ pub fn softmax(row: &mut [f32]) -> f32 {
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::{LANES, MR};
+    use super::{LANES, MR, SC, SG};
     use std::arch::x86_64::*;
 
     #[target_feature(enable = "avx2,fma")]
@@ -472,80 +551,110 @@ mod avx2 {
         }
     }
 
+    /// See [`super::stats`]. Panels outer (one panel of `x`, `n × SC` f32,
+    /// stays in L1 while every block of posteriors passes over it), blocks
+    /// of Gaussians inner; each 6 × 16 tile keeps 12 f32 sums in registers
+    /// over a sub-block of frames and an f64 tile on the stack across them.
     #[target_feature(enable = "avx2,fma")]
+    #[allow(clippy::too_many_arguments)]
     pub unsafe fn stats(
         gs: usize,
         n: usize,
         cols: usize,
-        p: *const f64,
-        ldp: usize,
-        xe: *const f64,
+        p: *const f32,
+        x: *const f32,
         s: *mut f64,
+        lds: usize,
+        add: bool,
     ) {
-        let mut t0 = 0;
-        while t0 < n {
-            let tb = (n - t0).min(super::STATS_TB);
-            let (pb, xb) = (p.add(t0 * ldp), xe.add(t0 * cols));
-            let mut g = 0;
-            while g < gs {
-                let mg = (gs - g).min(4);
-                let mut c = 0;
-                while c < cols {
-                    let nv = ((cols - c) / 4).min(2);
-                    let (pp, x, o) = (pb.add(g), xb.add(c), s.add(g * cols + c));
-                    match (mg, nv) {
-                        (4, 3) => st::<4, 3>(tb, pp, ldp, x, cols, o, cols),
-                        (4, 2) => st::<4, 2>(tb, pp, ldp, x, cols, o, cols),
-                        (4, _) => st::<4, 1>(tb, pp, ldp, x, cols, o, cols),
-                        (3, 3) => st::<3, 3>(tb, pp, ldp, x, cols, o, cols),
-                        (3, 2) => st::<3, 2>(tb, pp, ldp, x, cols, o, cols),
-                        (3, _) => st::<3, 1>(tb, pp, ldp, x, cols, o, cols),
-                        (2, 3) => st::<2, 3>(tb, pp, ldp, x, cols, o, cols),
-                        (2, 2) => st::<2, 2>(tb, pp, ldp, x, cols, o, cols),
-                        (2, _) => st::<2, 1>(tb, pp, ldp, x, cols, o, cols),
-                        (_, 3) => st::<1, 3>(tb, pp, ldp, x, cols, o, cols),
-                        (_, 2) => st::<1, 2>(tb, pp, ldp, x, cols, o, cols),
-                        (_, _) => st::<1, 1>(tb, pp, ldp, x, cols, o, cols),
-                    }
-                    c += nv * 4;
+        const NV: usize = SC / LANES;
+        for q in 0..cols.div_ceil(SC) {
+            let xq = x.add(q * n * SC);
+            let (c0, cw) = (q * SC, (cols - q * SC).min(SC));
+            for b in 0..gs.div_ceil(SG) {
+                let pb = p.add(b * n * SG);
+                let gw = (gs - b * SG).min(SG);
+                let out = s.add(b * SG * lds + c0);
+                // The first sub-block's sums widened as they are (no zeroed
+                // tile: that was a memset call per tile), the others added.
+                let tb = n.min(super::STATS_TB);
+                let acc = tile(tb, pb, xq);
+                let mut wide = [[_mm256_setzero_pd(); 2 * NV]; SG];
+                for (w, a) in wide.iter_mut().zip(&acc) {
+                    *w = widen(a);
                 }
-                g += mg;
+                let mut t0 = tb;
+                while t0 < n {
+                    let tb = (n - t0).min(super::STATS_TB);
+                    let acc = tile(tb, pb.add(t0 * SG), xq.add(t0 * SC));
+                    for (w, a) in wide.iter_mut().zip(&acc) {
+                        let v = widen(a);
+                        for j in 0..2 * NV {
+                            w[j] = _mm256_add_pd(w[j], v[j]);
+                        }
+                    }
+                    t0 += tb;
+                }
+                if cw == SC {
+                    for (i, w) in wide.iter().enumerate().take(gw) {
+                        for (j, v) in w.iter().enumerate() {
+                            let dst = out.add(i * lds + 4 * j);
+                            let v = if add {
+                                _mm256_add_pd(_mm256_loadu_pd(dst), *v)
+                            } else {
+                                *v
+                            };
+                            _mm256_storeu_pd(dst, v);
+                        }
+                    }
+                } else {
+                    let mut tmp = [0f64; SC];
+                    for (i, w) in wide.iter().enumerate().take(gw) {
+                        for (j, v) in w.iter().enumerate() {
+                            _mm256_storeu_pd(tmp.as_mut_ptr().add(4 * j), *v);
+                        }
+                        for (c, &v) in tmp.iter().enumerate().take(cw) {
+                            let dst = out.add(i * lds + c);
+                            *dst = if add { *dst + v } else { v };
+                        }
+                    }
+                }
             }
-            t0 += tb;
         }
     }
 
+    /// Eight f32 sums as f64, low half first.
     #[target_feature(enable = "avx2,fma")]
     #[inline]
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn st<const MG: usize, const NV: usize>(
-        n: usize,
-        p: *const f64,
-        ldp: usize,
-        xe: *const f64,
-        ldx: usize,
-        s: *mut f64,
-        lds: usize,
-    ) {
-        let mut acc = [[_mm256_setzero_pd(); NV]; MG];
+    unsafe fn widen(a: &[__m256; SC / LANES]) -> [__m256d; 2 * SC / LANES] {
+        let mut w = [_mm256_setzero_pd(); 2 * SC / LANES];
+        for (j, v) in a.iter().enumerate() {
+            w[2 * j] = _mm256_cvtps_pd(_mm256_castps256_ps128(*v));
+            w[2 * j + 1] = _mm256_cvtps_pd(_mm256_extractf128_ps(*v, 1));
+        }
+        w
+    }
+
+    /// Σ over `n` frames of one packed block of posteriors (`n × SG`) times
+    /// one packed panel (`n × SC`), in f32 in frame order.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn tile(n: usize, p: *const f32, x: *const f32) -> [[__m256; SC / LANES]; SG] {
+        const NV: usize = SC / LANES;
+        let mut acc = [[_mm256_setzero_ps(); NV]; SG];
         for t in 0..n {
-            let mut xv = [_mm256_setzero_pd(); NV];
+            let mut xv = [_mm256_setzero_ps(); NV];
             for (j, v) in xv.iter_mut().enumerate() {
-                *v = _mm256_loadu_pd(xe.add(t * ldx + 4 * j));
+                *v = _mm256_loadu_ps(x.add(t * SC + LANES * j));
             }
             for (i, row) in acc.iter_mut().enumerate() {
-                let pv = _mm256_broadcast_sd(&*p.add(t * ldp + i));
+                let pv = _mm256_broadcast_ss(&*p.add(t * SG + i));
                 for j in 0..NV {
-                    row[j] = _mm256_fmadd_pd(pv, xv[j], row[j]);
+                    row[j] = _mm256_fmadd_ps(pv, xv[j], row[j]);
                 }
             }
         }
-        for (i, row) in acc.iter().enumerate() {
-            for (j, v) in row.iter().enumerate() {
-                let dst = s.add(i * lds + 4 * j);
-                _mm256_storeu_pd(dst, _mm256_add_pd(_mm256_loadu_pd(dst), *v));
-            }
-        }
+        acc
     }
 }
 
@@ -588,6 +697,60 @@ mod tests {
         portable_loglikes(rows, k, &xe, k, &a, &bias, panels, &mut o2, panels * LANES);
         // Inputs are exact in a few bits, so FMA and mul+add round the same.
         assert_eq!(o1, o2);
+    }
+
+    /// Packed operands of [`stats`] and the plain f64 sum they stand for.
+    fn stats_case(gs: usize, n: usize, cols: usize) -> (Vec<f32>, Vec<f32>, Vec<f64>) {
+        let mut p = vec![0f32; packed_p_len(n, gs)];
+        let mut x = vec![0f32; packed_x_len(n, cols)];
+        let mut want = vec![0f64; gs * cols];
+        let pv = |t: usize, g: usize| ((t * 3 + g * 7) % 11) as f32 * 0.125;
+        let xv = |t: usize, c: usize| ((t * 5 + c * 3) % 13) as f32 - 6.0;
+        for t in 0..n {
+            for g in 0..gs {
+                p[packed_p_index(n, t, g)] = pv(t, g);
+            }
+            for c in 0..cols {
+                x[(c / SC) * n * SC + t * SC + c % SC] = xv(t, c);
+                for g in 0..gs {
+                    want[g * cols + c] += pv(t, g) as f64 * xv(t, c) as f64;
+                }
+            }
+        }
+        (p, x, want)
+    }
+
+    #[test]
+    fn avx2_and_portable_stats_agree_and_sum_exactly() {
+        // Partial tiles in Gaussians (13 = 2·6 + 1), columns (37 = 2·16 + 5)
+        // and sub-blocks of frames (2·STATS_TB + 11). Inputs are multiples of
+        // 1/8 with |p·x| ≤ 7.5, so every partial sum (< 2¹² eighths) is
+        // exact in f32 and all paths must equal the f64 sum bit for bit.
+        let (gs, n, cols) = (13, 2 * STATS_TB + 11, 37);
+        let (p, x, want) = stats_case(gs, n, cols);
+        let lds = cols + 3;
+        let mut s1 = vec![-1f64; gs * lds];
+        let mut s2 = s1.clone();
+        stats(gs, n, cols, &p, &x, &mut s1, lds, false);
+        portable_stats(gs, n, cols, &p, &x, &mut s2, lds, false);
+        assert_eq!(s1, s2);
+        for g in 0..gs {
+            assert_eq!(
+                &s1[g * lds..g * lds + cols],
+                &want[g * cols..(g + 1) * cols]
+            );
+            // The row padding past `cols` is not written.
+            assert!(s1[g * lds + cols..(g + 1) * lds].iter().all(|&v| v == -1.0));
+        }
+        // `add` adds the same sums to what is there.
+        stats(gs, n, cols, &p, &x, &mut s1, lds, true);
+        portable_stats(gs, n, cols, &p, &x, &mut s2, lds, true);
+        assert_eq!(s1, s2);
+        for g in 0..gs {
+            for c in 0..cols {
+                assert_eq!(s1[g * lds + c], 2.0 * want[g * cols + c]);
+            }
+        }
     }
 
     #[test]
