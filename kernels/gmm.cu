@@ -687,6 +687,46 @@ __device__ __forceinline__ void tc_walk(const float* __restrict__ Wf, int slots,
     }
 }
 
+// Shared by the two tensor-core scoring kernels: the running log-sum-exp
+// state of a thread's C fragment (8 column tiles × 4), this CTA's share
+// [g0, g1) of block b's slots (split blockIdx.z of gridDim.z), and the store
+// of the result: log-likelihoods to `out`, or with several splits the
+// partial (max, scaled sum) pairs to `part` for merge_splits. Element (j, i)
+// is frame 16*warp + g (+8 for i >= 2) and lane 8j + 2t (+1 for odd i).
+__device__ __forceinline__ void lse_init(float (&m)[8][4], float (&s)[8][4]) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            m[j][i] = NEG_BIG;
+            s[j][i] = 0.0f;
+        }
+}
+
+__device__ __forceinline__ void split_slots(int nsl, int& g0, int& g1) {
+    const int per = (nsl + gridDim.z - 1) / gridDim.z;
+    g0 = imin(nsl, blockIdx.z * per);
+    g1 = imin(nsl, g0 + per);
+}
+
+__device__ __forceinline__ void store_block_lse(const float (&m)[8][4], const float (&s)[8][4], int b, int t0,
+                                                int T, const int* __restrict__ lane_state,
+                                                float* __restrict__ out, int S, float2* __restrict__ part) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int st = lane_state[b * LANES + 8 * j + 2 * t + (i & 1)];
+            const int fr = t0 + 16 * warp + g + ((i & 2) ? 8 : 0);
+            if (st < 0 || fr >= T) continue;
+            if (gridDim.z == 1)
+                out[(u64)fr * S + st] = m[j][i] + logf(s[j][i]);
+            else
+                part[((u64)blockIdx.z * T + fr) * S + st] = make_float2(m[j][i], s[j][i]);
+        }
+}
+
 // block_score on the tensor cores: a CTA scores TFC frames against one block
 // of 64 states; element (j, i) of a thread's C fragment is frame
 // 16*warp + g (+8 for i >= 2) and lane 8j + 2t (+1 for odd i).
@@ -709,35 +749,16 @@ extern "C" __global__ void __launch_bounds__(NTC) block_score_tc(
     load_zfrag(zf, src);
     __syncthreads();
     float m[8][4], s[8][4];
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            m[j][i] = NEG_BIG;
-            s[j][i] = 0.0f;
-        }
-    const int per = (block_slots[b] + gridDim.z - 1) / gridDim.z;
-    const int g0 = imin(block_slots[b], blockIdx.z * per);
-    const int g1 = imin(block_slots[b], g0 + per);
+    lse_init(m, s);
+    int g0, g1;
+    split_slots(block_slots[b], g0, g1);
     tc_walk(Wf + ((u64)block_off[b] + g0) * SLOTF, g1 - g0, zf, wb, [&](int, float (&c)[8][4]) {
 #pragma unroll
         for (int j = 0; j < 8; ++j)
 #pragma unroll
             for (int i = 0; i < 4; ++i) lse_push1(m[j][i], s[j][i], c[j][i]);
     });
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            const int st = lane_state[b * LANES + 8 * j + 2 * t + (i & 1)];
-            const int fr = t0 + 16 * warp + g + ((i & 2) ? 8 : 0);
-            if (st < 0 || fr >= T) continue;
-            if (gridDim.z == 1)
-                out[(u64)fr * S + st] = m[j][i] + logf(s[j][i]);
-            else
-                part[((u64)blockIdx.z * T + fr) * S + st] = make_float2(m[j][i], s[j][i]);
-        }
+    store_block_lse(m, s, b, t0, T, lane_state, out, S, part);
 }
 
 #if KC
@@ -811,16 +832,9 @@ extern "C" __global__ void __launch_bounds__(NTC) block_score_tck(
     const int t0 = blockIdx.x * TFC, b = blockIdx.y;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     float m[8][4], s[8][4], ct[8][4];
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            m[j][i] = NEG_BIG;
-            s[j][i] = 0.0f;
-        }
-    const int nsl = block_slots[b];
-    const int per = (nsl + gridDim.z - 1) / gridDim.z;
-    const int g0 = imin(nsl, blockIdx.z * per), g1 = imin(nsl, g0 + per);
+    lse_init(m, s);
+    int g0, g1;
+    split_slots(block_slots[b], g0, g1);
     const int stages = (g1 - g0) * NCK;
     const float* Wb = Wf + ((u64)block_off[b] + g0) * KS * 1024;
     const int grp0 = blockIdx.x * TCW;
@@ -867,19 +881,7 @@ extern "C" __global__ void __launch_bounds__(NTC) block_score_tck(
             }
         __syncthreads();
     }
-    const int g = lane >> 2, t = lane & 3;
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            const int st = lane_state[b * LANES + 8 * j + 2 * t + (i & 1)];
-            const int fr = t0 + 16 * warp + g + ((i & 2) ? 8 : 0);
-            if (st < 0 || fr >= T) continue;
-            if (gridDim.z == 1)
-                out[(u64)fr * S + st] = m[j][i] + logf(s[j][i]);
-            else
-                part[((u64)blockIdx.z * T + fr) * S + st] = make_float2(m[j][i], s[j][i]);
-        }
+    store_block_lse(m, s, b, t0, T, lane_state, out, S, part);
 }
 #endif
 

@@ -126,9 +126,7 @@ impl Batch {
         self.pairs.clear();
         Ok(like)
     }
-}
 
-impl Batch {
     /// Sends what is queued and waits for every batch sent: the statistics
     /// are all in `accs`; returns Σ weight × log-likelihood not yet counted.
     fn settle(

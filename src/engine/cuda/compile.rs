@@ -117,13 +117,9 @@ impl KernelShape {
     /// resident kernel where its operands fit in shared memory (8 warps, 128
     /// frames a CTA, when that fits, else 4 or 2), else the K-chunked one
     /// for long z (full covariances from D = 18; 8 warps, chunks of 8
-    /// k-steps). `AMTOOL_CUDA_TC=0` keeps the FP32 kernels.
-    pub fn for_device(self, cc: (i32, i32)) -> Self {
-        self.for_device_with(cc, &std::env::var("AMTOOL_CUDA_TC").unwrap_or_default())
-    }
-
-    /// [`for_device`](Self::for_device) with the value of `AMTOOL_CUDA_TC`.
-    pub fn for_device_with(mut self, cc: (i32, i32), tc: &str) -> Self {
+    /// k-steps). `tc` is the value of `AMTOOL_CUDA_TC` (read once by the
+    /// engine): "0" keeps the FP32 kernels.
+    pub fn for_device(mut self, cc: (i32, i32), tc: &str) -> Self {
         self.tcw = 0;
         self.kc = 0;
         if tc == "0" || cc.0 < 8 {
@@ -379,26 +375,26 @@ mod tests {
     fn tensor_core_kernels_only_where_they_fit() {
         // The benchmark's diagonal shapes get 8 warps (128-frame tiles).
         for d in [36, 40] {
-            let s = KernelShape::for_model(d, CovKind::Diagonal).for_device((9, 0));
+            let s = KernelShape::for_model(d, CovKind::Diagonal).for_device((9, 0), "");
             assert_eq!((s.tcw, s.score_tile()), (8, 128), "{s:?}");
             assert!(s.smem_tc() <= TC_SMEM_BUDGET);
         }
         // No mma.sync before sm_80, nor with AMTOOL_CUDA_TC=0.
-        let old = KernelShape::for_model(40, CovKind::Diagonal).for_device_with((7, 5), "");
+        let old = KernelShape::for_model(40, CovKind::Diagonal).for_device((7, 5), "");
         assert_eq!((old.tcw, old.kc), (0, 0));
-        let off = KernelShape::for_model(36, CovKind::Full).for_device_with((9, 0), "0");
+        let off = KernelShape::for_model(36, CovKind::Full).for_device((9, 0), "0");
         assert_eq!((off.tcw, off.kc), (0, 0));
         // Long z (full covariance, D=36: 703 rows) takes the K-chunked kernel.
-        let c = KernelShape::for_model(36, CovKind::Full).for_device_with((9, 0), "");
+        let c = KernelShape::for_model(36, CovKind::Full).for_device((9, 0), "");
         assert_eq!((c.tcw, c.kc, c.ks()), (8, 8, 88), "{c:?}");
         // Short z the resident one; D = 18 is the first full covariance too long.
-        let f = KernelShape::for_model(17, CovKind::Full).for_device_with((9, 0), "");
+        let f = KernelShape::for_model(17, CovKind::Full).for_device((9, 0), "");
         assert!(f.tcw > 0 && f.kc == 0, "{f:?}");
-        let f = KernelShape::for_model(18, CovKind::Full).for_device_with((9, 0), "");
+        let f = KernelShape::for_model(18, CovKind::Full).for_device((9, 0), "");
         assert!(f.tcw > 0 && f.kc > 0, "{f:?}");
         for d in 1..=80 {
             for kind in [CovKind::Diagonal, CovKind::Full] {
-                let s = KernelShape::for_model(d, kind).for_device_with((9, 0), "");
+                let s = KernelShape::for_model(d, kind).for_device((9, 0), "");
                 assert!(s.tcw > 0 && s.smem_tc() <= TC_SMEM_BUDGET, "{s:?}");
                 assert!(s.kc <= s.ks());
                 assert!(s.prelude().contains(&format!("#define TCW {}\n", s.tcw)));

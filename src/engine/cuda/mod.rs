@@ -91,7 +91,7 @@ impl CudaEngine {
 
     /// The kernel shape for a model of `dim` and `kind` on this device.
     pub(crate) fn shape_for(&self, dim: usize, kind: crate::model::CovKind) -> KernelShape {
-        KernelShape::for_model(dim, kind).for_device_with(self.cc, &self.tc)
+        KernelShape::for_model(dim, kind).for_device(self.cc, &self.tc)
     }
 
     fn open() -> Result<Self> {

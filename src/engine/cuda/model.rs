@@ -23,7 +23,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use cudarc::driver::{
-    CudaEvent, CudaSlice, CudaView, LaunchConfig, PinnedHostSlice, PushKernelArg,
+    CudaEvent, CudaSlice, CudaStream, CudaView, LaunchConfig, PinnedHostSlice, PushKernelArg,
 };
 
 use super::compile::KernelShape;
@@ -448,12 +448,8 @@ impl<'e> CudaModel<'e> {
         };
         let splits = self.score_splits(n, blk);
         let need = 2 * splits * n * self.state_ng.len();
-        let mut part = match self.split_part.take() {
-            Some(p) if p.len() >= need => p,
-            // SAFETY: every pair a merge reads is written by the scoring first.
-            _ => unsafe { stream.alloc::<f32>(need.max(2)) }
-                .map_err(driver_err("allocating split scratch"))?,
-        };
+        // Every pair a merge reads is written by the scoring first.
+        let mut part = scratch(stream, self.split_part.take(), need.max(2), "split scratch")?;
         let tiles = n.div_ceil(sh.score_tile());
         let cfg = LaunchConfig {
             grid_dim: (tiles as u32, blk.blocks as u32, splits as u32),
@@ -465,12 +461,8 @@ impl<'e> CudaModel<'e> {
             // z of every 16-frame group the CTAs read, in operand order.
             let groups = tiles * sh.tcw;
             let need = groups * sh.ks() * 128;
-            let mut buf = match self.zq.take() {
-                Some(b) if b.len() >= need => b,
-                // SAFETY: zfrag_plain writes all `need` floats before the scoring reads them.
-                _ => unsafe { stream.alloc::<f32>(need) }
-                    .map_err(driver_err("allocating the z operand"))?,
-            };
+            // zfrag_plain writes all `need` floats before the scoring reads them.
+            let mut buf = scratch(stream, self.zq.take(), need, "the z operand")?;
             let zcfg = LaunchConfig {
                 grid_dim: (groups as u32, sh.ks() as u32, 1),
                 block_dim: (128, 1, 1),
@@ -833,6 +825,23 @@ impl<'e> CudaModel<'e> {
 }
 
 /// An event that records time (cudarc's default disables timing).
+/// A device scratch buffer of at least `need` floats: `kept` when it is
+/// large enough, else a new one. Its contents are not initialised: callers
+/// write every value a kernel reads.
+fn scratch(
+    stream: &Arc<CudaStream>,
+    kept: Option<CudaSlice<f32>>,
+    need: usize,
+    what: &str,
+) -> Result<CudaSlice<f32>> {
+    match kept {
+        Some(b) if b.len() >= need => Ok(b),
+        // SAFETY: see above; the callers write before they read.
+        _ => unsafe { stream.alloc::<f32>(need) }
+            .map_err(|e| Error::Engine(format!("CUDA: allocating {what}: {e}"))),
+    }
+}
+
 fn new_timing_event(eng: &CudaEngine) -> Result<CudaEvent> {
     eng.ctx
         .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
