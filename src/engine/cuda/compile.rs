@@ -15,6 +15,8 @@ use crate::{Error, Result};
 
 /// The kernel source, embedded in the binary (no nvcc at build time).
 pub const GMM_SOURCE: &str = include_str!("../../../kernels/gmm.cu");
+/// The FP16 E-step kernels, appended to [`GMM_SOURCE`] (they use its helpers).
+pub const ESTEP_F16_SOURCE: &str = include_str!("../../../kernels/estep_f16.cu");
 
 /// The compile-time constants of one kernel specialisation (see the macros at
 /// the top of `kernels/gmm.cu`).
@@ -39,6 +41,9 @@ pub struct KernelShape {
     /// (`block_score_tck`, for z too long to keep in shared memory), 0 where
     /// the resident kernel runs instead.
     pub kc: usize,
+    /// Whether the FP16 tensor-core E-step kernels (`kernels/estep_f16.cu`)
+    /// are compiled: diagonal models with 2D <= 96 on tensor-core devices.
+    pub e16: bool,
 }
 
 impl std::hash::Hash for KernelShape {
@@ -51,6 +56,7 @@ impl std::hash::Hash for KernelShape {
             self.kch,
             self.tcw,
             self.kc,
+            self.e16,
         )
             .hash(h);
     }
@@ -107,6 +113,7 @@ impl KernelShape {
             wres: false,
             tcw: 0,
             kc: 0,
+            e16: false,
         };
         shape.wres = shape.smem_stats() + kzv * gb * 4 <= SMEM_BUDGET;
         shape
@@ -118,13 +125,18 @@ impl KernelShape {
     /// frames a CTA, when that fits, else 4 or 2), else the K-chunked one
     /// for long z (full covariances from D = 18; 8 warps, chunks of 8
     /// k-steps). `tc` is the value of `AMTOOL_CUDA_TC` (read once by the
-    /// engine): "0" keeps the FP32 kernels.
+    /// engine): "0" keeps the FP32 kernels, "nof16" keeps the FP32
+    /// statistics kernels for one GMM (no FP16 E-step) but scores on the
+    /// tensor cores.
     pub fn for_device(mut self, cc: (i32, i32), tc: &str) -> Self {
         self.tcw = 0;
         self.kc = 0;
+        self.e16 = false;
         if tc == "0" || cc.0 < 8 {
             return self;
         }
+        self.e16 =
+            self.kind == CovKind::Diagonal && super::estep16::fits(self.dim) && tc != "nof16";
         for w in [8, 4, 2] {
             let s = KernelShape { tcw: w, ..self };
             if s.smem_tc() <= TC_SMEM_BUDGET {
@@ -136,6 +148,16 @@ impl KernelShape {
             kc: 8.min(self.ks()),
             ..self
         }
+    }
+
+    /// Dynamic shared memory of `gll16` and `gst16` (see `kernels/estep_f16.cu`:
+    /// two stages of 4 Gaussian tiles; two stages of 64 frames).
+    pub fn smem_e16(&self) -> (usize, usize) {
+        let kp = super::estep16::kp(self.dim);
+        let (ks16, nj) = (kp / 16, kp / 8);
+        let ll = 2 * (4 * ks16 * 64 + 4 * 4) * 16;
+        let st = 2 * (8 * ks16 * 32 + 4 * nj * 32 + 16) * 16;
+        (ll, st)
     }
 
     /// k-steps of 8 of the tensor-core kernels (z zero-padded to a multiple of 8).
@@ -207,6 +229,11 @@ impl KernelShape {
             self.ks(),
             self.kc
         );
+        s.push_str(&format!(
+            "#define E16 {}\n#define KP {}\n",
+            u8::from(self.e16),
+            super::estep16::kp(self.dim)
+        ));
         if self.kind == CovKind::Full {
             s.push_str("__device__ const unsigned short PAIRS[] = {");
             for i in 0..self.dim {
@@ -270,7 +297,7 @@ pub fn nvrtc_version() -> Result<(i32, i32)> {
 /// PTX for `shape` on a device of compute capability `cc`, from the disk cache
 /// or compiled now.
 pub fn ptx_for(shape: &KernelShape, cc: (i32, i32)) -> Result<Ptx> {
-    let src = format!("{}{}", shape.prelude(), GMM_SOURCE);
+    let src = format!("{}{}{}", shape.prelude(), GMM_SOURCE, ESTEP_F16_SOURCE);
     let arch = format!("compute_{}{}", cc.0, cc.1);
     let (vmaj, vmin) = nvrtc_version()?;
     let key = fnv1a(&[

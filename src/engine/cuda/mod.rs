@@ -14,6 +14,7 @@
 //! Kernel design and measurements: `kernels/NOTES.md`.
 
 pub mod compile;
+pub mod estep16;
 pub mod model;
 mod operands;
 pub mod plan;
@@ -45,7 +46,20 @@ pub(crate) struct Kernels {
     /// The z operand of `block_score_tck` (`shape.kc > 0`).
     pub zfrag_plain: Option<CudaFunction>,
     pub merge_splits: Option<CudaFunction>,
+    /// The FP16 E-step of one GMM (`shape.e16`).
+    pub estep16: Option<Estep16Kernels>,
     _module: Arc<CudaModule>,
+}
+
+/// The kernels of `kernels/estep_f16.cu` and their dynamic shared memory.
+pub(crate) struct Estep16Kernels {
+    pub zfrag16: CudaFunction,
+    pub wfrag16: CudaFunction,
+    pub gll16: CudaFunction,
+    pub gst16: CudaFunction,
+    pub reduce16: CudaFunction,
+    pub smem_ll: usize,
+    pub smem_st: usize,
 }
 
 /// A CUDA device with its streams: one for kernels, one for host-to-device
@@ -178,6 +192,20 @@ impl CudaEngine {
             },
             zfrag_plain: (shape.kc > 0).then(|| f("zfrag_plain")).transpose()?,
             merge_splits: (shape.tcw > 0).then(|| f("merge_splits")).transpose()?,
+            estep16: if shape.e16 {
+                let (smem_ll, smem_st) = shape.smem_e16();
+                Some(Estep16Kernels {
+                    zfrag16: f("zfrag16")?,
+                    wfrag16: f("wfrag16")?,
+                    gll16: f("gll16")?,
+                    gst16: f("gst16")?,
+                    reduce16: f("reduce16")?,
+                    smem_ll,
+                    smem_st,
+                })
+            } else {
+                None
+            },
             _module: module.clone(),
         });
         use cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES as MAX_DYN;
@@ -189,6 +217,12 @@ impl CudaEngine {
         ] {
             func.set_attribute(MAX_DYN, bytes as i32)
                 .map_err(driver_err("shared memory size"))?;
+        }
+        if let Some(e) = &k.estep16 {
+            for (func, bytes) in [(&e.gll16, e.smem_ll), (&e.gst16, e.smem_st)] {
+                func.set_attribute(MAX_DYN, bytes as i32)
+                    .map_err(driver_err("shared memory size"))?;
+            }
         }
         if let Some(func) = &k.block_score_tc {
             func.set_attribute(MAX_DYN, shape.smem_tc() as i32)

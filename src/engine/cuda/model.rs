@@ -27,6 +27,7 @@ use cudarc::driver::{
 };
 
 use super::compile::KernelShape;
+use super::estep16::{self, Estep16};
 use super::operands::to_fragments;
 use super::plan::{self, PlanShape};
 use super::{driver_err, CudaEngine, Kernels};
@@ -89,6 +90,10 @@ pub struct CudaModel<'e> {
     zq: Option<CudaSlice<f32>>,
     /// Statistics of `accumulate_deferred` calls not yet settled.
     pending: Option<Pending>,
+    /// State 0 laid out for the FP16 E-step (global statistics).
+    e16: Option<Estep16>,
+    /// Chunks of the current (or last) statistics call that took the FP16 E-step.
+    e16_chunks: usize,
 }
 
 /// Device statistics kept across deferred calls: the f64 accumulators, the
@@ -185,11 +190,20 @@ impl<'e> CudaModel<'e> {
             split_part: None,
             zq: None,
             pending: None,
+            e16: None,
+            e16_chunks: 0,
         })
     }
 
     pub fn shape(&self) -> KernelShape {
         self.k.shape
+    }
+
+    /// Chunks of the last statistics call (all calls since the last settle,
+    /// for deferred ones) that took the FP16 tensor-core E-step; the others
+    /// took the FP32 kernels.
+    pub fn fp16_estep_chunks(&self) -> usize {
+        self.e16_chunks
     }
 
     /// Registers, local memory (spills) and shared memory of each kernel, as
@@ -383,8 +397,16 @@ impl<'e> CudaModel<'e> {
         Ok(())
     }
 
-    /// Copy frames `[c0, c1)` into streaming buffer `b` (on the copy stream).
-    fn stage(&mut self, feats: &FrameBatch<'_>, c0: usize, c1: usize, b: usize) -> Result<()> {
+    /// Copy frames `[c0, c1)` into streaming buffer `b` (on the copy stream);
+    /// with `want_max`, also returns the largest |x_d| of those frames.
+    fn stage(
+        &mut self,
+        feats: &FrameBatch<'_>,
+        c0: usize,
+        c1: usize,
+        b: usize,
+        want_max: bool,
+    ) -> Result<Option<Vec<f32>>> {
         let d = feats.dim;
         let st = self
             .streaming
@@ -393,11 +415,38 @@ impl<'e> CudaModel<'e> {
         let host = st.pinned[b]
             .as_mut_slice()
             .map_err(driver_err("pinned buffer"))?;
-        host[..(c1 - c0) * d].copy_from_slice(&feats.data[c0 * d..c1 * d]);
+        let src = &feats.data[c0 * d..c1 * d];
+        let xmax = if want_max {
+            Some(estep16::copy_abs_max(src, host, d))
+        } else {
+            host[..src.len()].copy_from_slice(src);
+            None
+        };
         self.eng
             .copy_stream
             .memcpy_htod(&st.pinned[b], &mut st.dev[b])
             .map_err(driver_err("copying features"))?;
+        Ok(xmax)
+    }
+
+    /// Whether statistics for `targets` can take the FP16 E-step
+    /// (global statistics of a diagonal model on a device that has it).
+    fn e16_wanted(&self, targets: &FrameTargets<'_>) -> bool {
+        matches!(targets, FrameTargets::Global) && self.k.estep16.is_some()
+    }
+
+    fn ensure_e16(&mut self) -> Result<()> {
+        if self.e16.is_some() {
+            return Ok(());
+        }
+        let rows: Vec<Vec<f32>> = (0..self.state_ng[0])
+            .map(|g| {
+                let mut r = vec![0f32; self.kz];
+                weights_row(&self.model, 0, g, &mut r);
+                r
+            })
+            .collect();
+        self.e16 = Some(Estep16::new(&self.eng.stream, &self.model, &rows)?);
         Ok(())
     }
 
@@ -536,15 +585,35 @@ impl<'e> CudaModel<'e> {
 
     /// Enqueue the statistics of frames `[c0, c1)` of the batch, whose rows
     /// are in `feats` (row 0 = frame c0). Returns Σ weight of the entries.
+    /// `xmax`: the largest |x_d| of those frames, where the caller took it
+    /// for the FP16 E-step.
+    #[allow(clippy::too_many_arguments)]
     fn stats_chunk(
-        &self,
+        &mut self,
         feats: &CudaView<'_, f32>,
         targets: &FrameTargets<'_>,
         c0: usize,
         c1: usize,
+        xmax: Option<&[f32]>,
         acc64: &mut CudaSlice<f64>,
         total: &mut CudaSlice<f64>,
     ) -> Result<(f64, Option<(CudaEvent, CudaEvent)>)> {
+        if let Some(xm) = xmax.filter(|_| self.e16_wanted(targets)) {
+            self.ensure_e16()?;
+            let ev = (new_timing_event(self.eng)?, new_timing_event(self.eng)?);
+            let s = &self.eng.stream;
+            let e = driver_err("timing");
+            ev.0.record(s).map_err(&e)?;
+            let e16 = self
+                .e16
+                .as_mut()
+                .ok_or_else(|| Error::Engine("E-step layout missing".into()))?;
+            if e16.chunk(self.eng, &self.k, feats, c1 - c0, xm, acc64, total)? {
+                ev.1.record(s).map_err(&e)?;
+                self.e16_chunks += 1;
+                return Ok(((c1 - c0) as f64, Some(ev)));
+            }
+        }
         let sh = self.k.shape;
         let st = self
             .st
@@ -793,6 +862,7 @@ impl<'e> CudaModel<'e> {
         let mut times = Vec::new();
         let d = feats.dim;
         for r in 0..=reps {
+            self.e16_chunks = 0;
             let fresh = ModelAccumulators::zeros(&self.model, acc.flags);
             let mut run_acc = fresh;
             let t0 = std::time::Instant::now();
@@ -801,12 +871,16 @@ impl<'e> CudaModel<'e> {
             let mut weight = 0.0;
             for c0 in (0..feats.frames).step_by(CHUNK_FRAMES) {
                 let c1 = (c0 + CHUNK_FRAMES).min(feats.frames);
+                let xmax = self
+                    .e16_wanted(&targets)
+                    .then(|| estep16::abs_max(&feats.data[c0 * d..c1 * d], d));
                 weight += self
                     .stats_chunk(
                         &dev.slice(c0 * d..c1 * d),
                         &targets,
                         c0,
                         c1,
+                        xmax.as_deref(),
                         &mut acc64,
                         &mut total,
                     )?
@@ -1016,6 +1090,7 @@ impl LoadedModel for CudaModel<'_> {
             Some(p) => p,
             None => {
                 self.timers.clear();
+                self.e16_chunks = 0;
                 Pending {
                     acc64: self.begin_stats()?,
                     total: self
@@ -1054,15 +1129,20 @@ impl CudaModel<'_> {
         self.ensure_states()?;
         let d = feats.dim;
         // Two feature buffers, entries, and the partial sums of the items.
+        let want_max = self.e16_wanted(targets);
+        if want_max {
+            self.ensure_e16()?;
+        }
         let per_frame = 8 * d
             + 12
-            + (self.k.shape.gb * self.kz * 4 * self.state_ng.len().min(64)).div_ceil(ITEM_ENTRIES);
+            + (self.k.shape.gb * self.kz * 4 * self.state_ng.len().min(64)).div_ceil(ITEM_ENTRIES)
+            + self.e16.as_ref().map_or(0, |e| e.bytes_per_frame());
         let nf = self.chunk_frames(feats.frames, per_frame)?;
         self.ensure_streaming(nf)?;
         for (ci, c0) in (0..feats.frames).step_by(nf).enumerate() {
             let c1 = (c0 + nf).min(feats.frames);
             let b = ci % 2;
-            self.stage(feats, c0, c1, b)?;
+            let xmax = self.stage(feats, c0, c1, b, want_max)?;
             let st = self
                 .streaming
                 .take()
@@ -1072,6 +1152,7 @@ impl CudaModel<'_> {
                 targets,
                 c0,
                 c1,
+                xmax.as_deref(),
                 &mut pend.acc64,
                 &mut pend.total,
             );

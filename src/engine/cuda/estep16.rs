@@ -1,0 +1,411 @@
+//! The tensor-core E-step of one diagonal GMM over all frames
+//! (`FrameTargets::Global`: `gmm-global-acc-stats`, the `estep` benchmark):
+//! the host half of `kernels/estep_f16.cu`.
+//!
+//! The kernels multiply FP16 halves of each operand (hi + lo, three products,
+//! FP32 accumulation). FP16's exponent range is narrow, so row k of z and of
+//! W is scaled by 2^e_k and 2^−e_k: [`scales`] picks e_k per chunk from the
+//! largest |x_d| of the chunk (taken on the host while the chunk is copied)
+//! and the largest |w_k| of the model, so that both largest magnitudes end
+//! up equal and below 2^14.5. A chunk whose values are not finite or whose
+//! products could not fit (|x|·|w| > 2^28 in one term) takes the FP32
+//! kernels instead ([`Estep16::chunk`] returns false).
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, CudaStream, CudaView, LaunchConfig, PushKernelArg};
+use rayon::prelude::*;
+
+use super::{driver_err, CudaEngine, Kernels};
+use crate::model::AcousticModel;
+use crate::{Error, Result};
+
+/// Frames per stage of `gst16` (its SF): chunks are padded to a multiple.
+const SF: usize = 64;
+/// Frames a `gll16` CTA takes (W1 warps of 32 frames).
+const LL_FRAMES: usize = 128;
+/// Largest range of frames one `gst16` CTA sums.
+const MAX_RANGE: usize = 8192;
+/// log2 of the posterior scale GSC of the kernels.
+const GSC_LOG2: i32 = 12;
+/// The largest |z_k|·|w_k| the FP16 operands take (both then below 2^14.5).
+const MAX_PRODUCT_LOG2: f64 = 28.0;
+
+/// `2D` rounded up to 16: the padded length of z = [x, x²] in the kernels.
+pub fn kp(dim: usize) -> usize {
+    (2 * dim).div_ceil(16) * 16
+}
+
+/// Whether the kernels exist for this dimension (their registers hold
+/// `KP/16` k-steps of W and `KP/8` column tiles of statistics).
+pub fn fits(dim: usize) -> bool {
+    kp(dim) <= 96
+}
+
+/// The per-row exponents e_k (k < 2D) for a chunk whose largest |x_d| are
+/// `xmax` against a model whose largest |w_k| are `wmax`; `None` when some
+/// value is not finite or a product would not fit FP16.
+pub fn scales(xmax: &[f32], wmax: &[f32]) -> Option<Vec<i32>> {
+    let d = xmax.len();
+    if wmax.len() != 2 * d {
+        return None;
+    }
+    let mut e = Vec::with_capacity(2 * d);
+    for (k, &w) in wmax.iter().enumerate() {
+        let x = f64::from(xmax[k % d]);
+        let z = if k < d { x } else { x * x };
+        let w = f64::from(w);
+        if !z.is_finite() || !w.is_finite() {
+            return None;
+        }
+        let ek = match (z > 0.0, w > 0.0) {
+            (false, false) => 0.0,
+            (false, true) => w.log2().round(),
+            (true, false) => -z.log2().round(),
+            (true, true) => {
+                if z.log2() + w.log2() > MAX_PRODUCT_LOG2 {
+                    return None;
+                }
+                (0.5 * (w.log2() - z.log2())).round()
+            }
+        };
+        if ek.abs() > 100.0 {
+            return None;
+        }
+        e.push(ek as i32);
+    }
+    Some(e)
+}
+
+/// Largest |x_d| of each dimension over the rows of `data` (NaN counts as
+/// infinite, so the chunk is refused by [`scales`]).
+pub fn abs_max(data: &[f32], dim: usize) -> Vec<f32> {
+    let rows = 4096 * dim;
+    data.par_chunks(rows.max(1))
+        .map(|c| {
+            let mut m = vec![0f32; dim];
+            for row in c.chunks_exact(dim) {
+                for (a, &x) in m.iter_mut().zip(row) {
+                    let v = if x.is_nan() { f32::INFINITY } else { x.abs() };
+                    *a = a.max(v);
+                }
+            }
+            m
+        })
+        .reduce(
+            || vec![0f32; dim],
+            |a, b| a.iter().zip(&b).map(|(x, y)| x.max(*y)).collect(),
+        )
+}
+
+/// [`abs_max`] of `src` while copying it into `dst` (the pinned buffer of a
+/// streamed chunk): one pass over the frames instead of two.
+pub fn copy_abs_max(src: &[f32], dst: &mut [f32], dim: usize) -> Vec<f32> {
+    let rows = 4096 * dim.max(1);
+    dst[..src.len()]
+        .par_chunks_mut(rows)
+        .zip(src.par_chunks(rows))
+        .map(|(o, i)| {
+            o.copy_from_slice(i);
+            abs_max(i, dim)
+        })
+        .reduce(
+            || vec![0f32; dim],
+            |a, b| a.iter().zip(&b).map(|(x, y)| x.max(*y)).collect(),
+        )
+}
+
+/// Buffers of one chunk size.
+struct Bufs {
+    frames: usize,
+    zb: CudaSlice<u32>,
+    zs: CudaSlice<u32>,
+    ll: CudaSlice<f32>,
+    wll: CudaSlice<f64>,
+    partial: CudaSlice<f32>,
+}
+
+/// State 0 of a diagonal model, ready for the FP16 E-step.
+pub struct Estep16 {
+    dim: usize,
+    kz: usize,
+    m: usize,
+    tiles: usize,
+    /// W (k < 2D, zero-padded to KP) row-major per padded Gaussian.
+    w32: CudaSlice<f32>,
+    /// gconst per padded Gaussian (−1e30 for padding: exp gives 0).
+    gconst: CudaSlice<f32>,
+    /// Largest |w_k| over the Gaussians, k < 2D.
+    wmax: Vec<f32>,
+    /// W' fragments and the exponents they were made with.
+    wa: CudaSlice<u32>,
+    wa_exp: Option<Vec<i32>>,
+    bufs: Option<Bufs>,
+}
+
+impl Estep16 {
+    /// `rows[g]` = z-weights of Gaussian g (`[μ/σ², −½/σ², gconst]`).
+    pub fn new(stream: &Arc<CudaStream>, model: &AcousticModel, rows: &[Vec<f32>]) -> Result<Self> {
+        let (d, m) = (model.dim, rows.len());
+        let (kp, tiles) = (kp(d), m.div_ceil(16).max(1));
+        let mpad = 16 * tiles;
+        let mut w32 = vec![0f32; mpad * kp];
+        let mut gconst = vec![-1e30f32; mpad];
+        let mut wmax = vec![0f32; 2 * d];
+        for (g, r) in rows.iter().enumerate() {
+            w32[g * kp..g * kp + 2 * d].copy_from_slice(&r[..2 * d]);
+            gconst[g] = r[2 * d];
+            for (a, &v) in wmax.iter_mut().zip(&r[..2 * d]) {
+                *a = a.max(v.abs());
+            }
+        }
+        let e = driver_err("uploading the model");
+        Ok(Estep16 {
+            dim: d,
+            kz: 2 * d + 1,
+            m,
+            tiles,
+            w32: stream.clone_htod(&w32).map_err(&e)?,
+            gconst: stream.clone_htod(&gconst).map_err(&e)?,
+            wmax,
+            wa: stream
+                .alloc_zeros::<u32>(tiles * (kp / 16) * 64 * 4)
+                .map_err(&e)?,
+            wa_exp: None,
+            bufs: None,
+        })
+    }
+
+    /// Device bytes a frame of a chunk takes (zb, zs, ll and its share of the partials).
+    pub fn bytes_per_frame(&self) -> usize {
+        4 * kp(self.dim) * 2 + 4 + (16 * self.tiles * self.kz * 4).div_ceil(MAX_RANGE)
+    }
+
+    fn ensure_bufs(&mut self, stream: &Arc<CudaStream>, npad: usize, partial: usize) -> Result<()> {
+        if self
+            .bufs
+            .as_ref()
+            .is_some_and(|b| b.frames >= npad && b.partial.len() >= partial)
+        {
+            return Ok(());
+        }
+        self.bufs = None;
+        let kp = kp(self.dim);
+        let e = driver_err("allocating the E-step buffers");
+        // SAFETY (all four): every value a kernel reads is written first by
+        // zfrag16 / gll16 / gst16 of the same chunk (see the kernels).
+        let zb = unsafe { stream.alloc::<u32>(npad * kp * 4) }.map_err(&e)?;
+        let zs = unsafe { stream.alloc::<u32>(npad * kp * 4) }.map_err(&e)?;
+        let ll = stream.alloc_zeros::<f32>(npad).map_err(&e)?;
+        let wll = unsafe { stream.alloc::<f64>(npad.div_ceil(LL_FRAMES)) }.map_err(&e)?;
+        let partial = unsafe { stream.alloc::<f32>(partial.max(1)) }.map_err(&e)?;
+        self.bufs = Some(Bufs {
+            frames: npad,
+            zb,
+            zs,
+            ll,
+            wll,
+            partial,
+        });
+        Ok(())
+    }
+
+    /// Enqueue the statistics of the `n` frames in `feats` (largest |x_d|
+    /// `xmax`) into `acc64` (rows of this GMM first) and Σ L into `total`.
+    /// Returns false, enqueuing nothing, where [`scales`] refuses the chunk.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn chunk(
+        &mut self,
+        eng: &CudaEngine,
+        k: &Kernels,
+        feats: &CudaView<'_, f32>,
+        n: usize,
+        xmax: &[f32],
+        acc64: &mut CudaSlice<f64>,
+        total: &mut CudaSlice<f64>,
+    ) -> Result<bool> {
+        let (Some(kf), Some(exps)) = (k.estep16.as_ref(), scales(xmax, &self.wmax)) else {
+            return Ok(false);
+        };
+        if n == 0 {
+            return Ok(true);
+        }
+        let s = &eng.stream;
+        let (kz, kp) = (self.kz, kp(self.dim));
+        let (ks16, nj) = (kp / 16, kp / 8);
+        let mpad = 16 * self.tiles;
+        let npad = n.div_ceil(SF) * SF;
+        let nw = self.tiles.min(8);
+        let ctas_x = self.tiles.div_ceil(nw);
+        let want = n
+            .div_ceil(MAX_RANGE)
+            .max((4 * eng.multiprocessors()).div_ceil(ctas_x));
+        let rf = n.div_ceil(want).div_ceil(SF) * SF;
+        let ranges = n.div_ceil(rf);
+        self.ensure_bufs(s, npad, ranges * mpad * kz)?;
+        let e = driver_err("the FP16 E-step");
+        let pow = |x: i32| 2f64.powi(x);
+        let mut zmul = vec![0f32; kp];
+        let mut wmul = vec![0f32; kp];
+        let mut kmul = vec![1f64; kz];
+        for (i, &x) in exps.iter().enumerate() {
+            zmul[i] = pow(x) as f32;
+            wmul[i] = pow(-x) as f32;
+            kmul[i] = pow(-x - GSC_LOG2);
+        }
+        let zmul_d = s.clone_htod(&zmul).map_err(&e)?;
+        let kmul_d = s.clone_htod(&kmul).map_err(&e)?;
+        if self.wa_exp.as_ref() != Some(&exps) {
+            let wmul_d = s.clone_htod(&wmul).map_err(&e)?;
+            let threads = self.tiles * ks16 * 32;
+            let tiles = self.tiles as i32;
+            let mut lb = s.launch_builder(&kf.wfrag16);
+            lb.arg(&self.w32).arg(&tiles).arg(&wmul_d).arg(&mut self.wa);
+            // SAFETY: argument types and counts match the kernel.
+            unsafe { lb.launch(LaunchConfig::for_num_elems(threads as u32)) }
+                .map_err(driver_err("wfrag16"))?;
+            self.wa_exp = Some(exps);
+        }
+        let b = self
+            .bufs
+            .as_mut()
+            .ok_or_else(|| Error::Engine("E-step buffers missing".into()))?;
+        let (ni, tiles, mpad_i, mi) = (n as i32, self.tiles as i32, mpad as i32, self.m as i32);
+
+        let mut lb = s.launch_builder(&kf.zfrag16);
+        lb.arg(feats)
+            .arg(&ni)
+            .arg(&zmul_d)
+            .arg(&mut b.zb)
+            .arg(&mut b.zs);
+        let cfg = LaunchConfig {
+            grid_dim: ((npad / 16) as u32, 1, 1),
+            block_dim: ((32 * (2 * ks16 + nj)) as u32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: as above.
+        unsafe { lb.launch(cfg) }.map_err(driver_err("zfrag16"))?;
+
+        let ll_ctas = n.div_ceil(LL_FRAMES);
+        let mut lb = s.launch_builder(&kf.gll16);
+        lb.arg(&b.zb)
+            .arg(&ni)
+            .arg(&self.wa)
+            .arg(&self.gconst)
+            .arg(&tiles)
+            .arg(&mut b.ll)
+            .arg(&mut b.wll);
+        let cfg = LaunchConfig {
+            grid_dim: (ll_ctas as u32, 1, 1),
+            block_dim: (128, 1, 1),
+            shared_mem_bytes: kf.smem_ll as u32,
+        };
+        // SAFETY: as above.
+        unsafe { lb.launch(cfg) }.map_err(driver_err("gll16"))?;
+
+        let nl = ll_ctas as i32;
+        let mut lb = s.launch_builder(&k.sum_f64);
+        lb.arg(&b.wll).arg(&nl).arg(&mut *total);
+        let cfg = LaunchConfig {
+            grid_dim: (1, 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: as above.
+        unsafe { lb.launch(cfg) }.map_err(driver_err("sum_f64"))?;
+
+        let rfi = rf as i32;
+        let mut lb = s.launch_builder(&kf.gst16);
+        lb.arg(&b.zb)
+            .arg(&b.zs)
+            .arg(&b.ll)
+            .arg(&ni)
+            .arg(&rfi)
+            .arg(&self.wa)
+            .arg(&self.gconst)
+            .arg(&tiles)
+            .arg(&mut b.partial)
+            .arg(&mpad_i);
+        let cfg = LaunchConfig {
+            grid_dim: (ctas_x as u32, ranges as u32, 1),
+            block_dim: ((32 * nw) as u32, 1, 1),
+            shared_mem_bytes: kf.smem_st as u32,
+        };
+        // SAFETY: as above.
+        unsafe { lb.launch(cfg) }.map_err(driver_err("gst16"))?;
+
+        let (rg, gfirst) = (ranges as i32, 0i32);
+        let mut lb = s.launch_builder(&kf.reduce16);
+        lb.arg(&b.partial)
+            .arg(&rg)
+            .arg(&mi)
+            .arg(&mpad_i)
+            .arg(&kmul_d)
+            .arg(&mut *acc64)
+            .arg(&gfirst);
+        // SAFETY: as above.
+        unsafe { lb.launch(LaunchConfig::for_num_elems((self.m * kz) as u32)) }
+            .map_err(driver_err("reduce16"))?;
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scales_balance_the_two_largest_magnitudes() {
+        // x up to 8 (x² up to 64); w up to 2 for x and 0.5 for x².
+        let e = scales(&[8.0], &[2.0, 0.5]).unwrap();
+        // z'·w' keeps the product; each side near sqrt(z·w).
+        assert_eq!(e, vec![-1, -4]); // −3.5 rounds away from zero
+        let zx = 8.0 * 2f32.powi(e[0]);
+        let wx = 2.0 * 2f32.powi(-e[0]);
+        assert!(zx <= 2f32.powf(14.5) && wx <= 2f32.powf(14.5));
+        assert_eq!(zx * wx, 16.0);
+    }
+
+    #[test]
+    fn scales_refuse_what_fp16_cannot_hold() {
+        assert!(scales(&[f32::INFINITY], &[1.0, 1.0]).is_none());
+        assert!(scales(&[1e5], &[1.0, 1.0]).is_none()); // x² · w = 1e10 > 2^28
+        assert!(scales(&[1.0], &[1.0]).is_none()); // wrong length
+        assert!(scales(&[1e3], &[1.0, 1.0]).is_some()); // 1e6 fits
+    }
+
+    #[test]
+    fn zero_rows_scale_the_other_side_to_one() {
+        let e = scales(&[0.0, 1024.0], &[4.0, 0.0, 1.0, 0.0]).unwrap();
+        assert_eq!(e[0], 2); // w' = 4 · 2^-2 = 1
+        assert_eq!(e[1], -10); // z' = 1024 · 2^-10 = 1
+    }
+
+    #[test]
+    fn abs_max_takes_every_row_and_nan_as_infinite() {
+        let data: Vec<f32> = (0..3 * 10_000)
+            .map(|i| ((i % 3) as f32 - 1.0) * (i as f32))
+            .collect();
+        let m = abs_max(&data, 3);
+        let want: Vec<f32> = (0..3)
+            .map(|c| {
+                data.iter()
+                    .skip(c)
+                    .step_by(3)
+                    .fold(0f32, |a, &x| a.max(x.abs()))
+            })
+            .collect();
+        assert_eq!(m, want);
+        let mut dst = vec![0f32; data.len() + 5];
+        assert_eq!(copy_abs_max(&data, &mut dst, 3), want);
+        assert_eq!(&dst[..data.len()], &data[..]);
+        assert_eq!(abs_max(&[1.0, f32::NAN], 2), vec![1.0, f32::INFINITY]);
+    }
+
+    #[test]
+    fn padded_length_and_fit() {
+        assert_eq!(kp(40), 80);
+        assert_eq!(kp(13), 32);
+        assert!(fits(48) && !fits(49));
+    }
+}
