@@ -37,12 +37,18 @@
 //   reduce16 the ranges' partial sums, in range order, in f64, unscaled.
 #if E16
 #define KS16 (KP / 16) // k-steps of 16
+// Per-row multipliers, passed by value (no upload between chunks): the
+// host's `Scales` (engine/cuda/estep16.rs), 104 floats for any KP <= 96.
+struct Scales {
+    float v[104];
+};
 #define NJ (KP / 8)    // column tiles of the statistics
 #define GSC 4096.0f    // posterior scale in the statistics products
 #define W1 4           // warps of gll16 (32 frames each)
 #define MS 4           // Gaussian tiles (16) per stage of gll16
 #define MTU (KS16 * 64) // uint4 of W' per Gaussian tile: [s][hi, lo][lane]
 #define SF 64          // frames per stage of gst16
+#define GSTW 6         // warps of gst16 (2 CTAs an SM: at most 170 registers)
 #define ZBU (8 * KS16 * 32) // uint4 of zb per stage (8 column tiles of frames)
 #define ZSU (4 * NJ * 32)   // uint4 of zs per stage (4 steps of 16 frames)
 
@@ -71,45 +77,59 @@ __device__ __forceinline__ void mma16(float (&c)[4], unsigned a0, unsigned a1, u
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// The three products of a split pair: small terms (cs) apart from hi·hi (cb).
-// b = {hi b0b1, hi b2b3, lo b0b1, lo b2b3}.
-__device__ __forceinline__ void mma3(float (&cb)[4], float (&cs)[4], const uint4& ah, const uint4& al,
-                                     const uint4& b) {
-    mma16(cs, al.x, al.y, al.z, al.w, b.x, b.y);
-    mma16(cs, ah.x, ah.y, ah.z, ah.w, b.z, b.w);
-    mma16(cb, ah.x, ah.y, ah.z, ah.w, b.x, b.y);
+// A score's three accumulators: hi·hi (b), lo·hi (l) and hi·lo (h), three
+// independent chains of mma (the small terms never pass through the large
+// sum, and the chains overlap in the tensor pipe).
+struct Acc3 {
+    float b[4], l[4], h[4];
+};
+
+__device__ __forceinline__ void acc3_zero(Acc3& c) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        c.b[i] = 0.0f;
+        c.l[i] = 0.0f;
+        c.h[i] = 0.0f;
+    }
 }
 
-// A score from its two accumulators: the one expression both passes use.
-__device__ __forceinline__ float cfin(float cb, float cs, float gc) { return (cb + cs) + gc; }
+// The three products of a split pair. b = {hi b0b1, hi b2b3, lo b0b1, lo b2b3}.
+__device__ __forceinline__ void mma3(Acc3& c, const uint4& ah, const uint4& al, const uint4& b) {
+    mma16(c.l, al.x, al.y, al.z, al.w, b.x, b.y);
+    mma16(c.h, ah.x, ah.y, ah.z, ah.w, b.z, b.w);
+    mma16(c.b, ah.x, ah.y, ah.z, ah.w, b.x, b.y);
+}
 
-// z'_k of frame t (0 past T and for k >= 2D).
-__device__ __forceinline__ float zval16(const float* __restrict__ feats, int T, const float* __restrict__ zmul,
-                                        int t, int k) {
+// Score i of an accumulator: the one expression both passes use.
+__device__ __forceinline__ float cfin(const Acc3& c, int i, float gc) { return (c.b[i] + (c.l[i] + c.h[i])) + gc; }
+
+// z_k of frame t, unscaled (0 past T and for k >= 2D).
+__device__ __forceinline__ float zval16(const float* __restrict__ feats, int T, int t, int k) {
     if (t >= T || k >= 2 * D) return 0.0f;
     const float x = feats[(u64)t * D + (k < D ? k : k - D)];
-    return (k < D ? x : x * x) * zmul[k];
+    return k < D ? x : x * x;
 }
 
 // Grid: groups of 16 frames (covering the padded chunk); blockDim 32 *
 // (2*KS16 + NJ). zb[ntile of 8 frames][s][lane], zs[group][j][lane].
-extern "C" __global__ void zfrag16(const float* __restrict__ feats, int T, const float* __restrict__ zmul,
+extern "C" __global__ void zfrag16(const float* __restrict__ feats, int T, const Scales zmul,
                                    uint4* __restrict__ zb, uint4* __restrict__ zs) {
     const int lane = threadIdx.x & 31, item = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int f = blockIdx.x;
     float v[4];
     if (item < 2 * KS16) {
         const int j = item / KS16, s = item % KS16, fr = 16 * f + 8 * j + g, k = 16 * s + 2 * t;
-        v[0] = zval16(feats, T, zmul, fr, k);
-        v[1] = zval16(feats, T, zmul, fr, k + 1);
-        v[2] = zval16(feats, T, zmul, fr, k + 8);
-        v[3] = zval16(feats, T, zmul, fr, k + 9);
+        v[0] = zval16(feats, T, fr, k) * zmul.v[k];
+        v[1] = zval16(feats, T, fr, k + 1) * zmul.v[k + 1];
+        v[2] = zval16(feats, T, fr, k + 8) * zmul.v[k + 8];
+        v[3] = zval16(feats, T, fr, k + 9) * zmul.v[k + 9];
     } else {
         const int j = item - 2 * KS16, k = 8 * j + g, fr = 16 * f + 2 * t;
-        v[0] = zval16(feats, T, zmul, fr, k);
-        v[1] = zval16(feats, T, zmul, fr + 1, k);
-        v[2] = zval16(feats, T, zmul, fr + 8, k);
-        v[3] = zval16(feats, T, zmul, fr + 9, k);
+        const float mk = zmul.v[k];
+        v[0] = zval16(feats, T, fr, k) * mk;
+        v[1] = zval16(feats, T, fr + 1, k) * mk;
+        v[2] = zval16(feats, T, fr + 8, k) * mk;
+        v[3] = zval16(feats, T, fr + 9, k) * mk;
     }
     uint4 o;
     h2split(v[0], v[1], o.x, o.z);
@@ -124,8 +144,9 @@ extern "C" __global__ void zfrag16(const float* __restrict__ feats, int T, const
 
 // W' fragments: w32[Mpad][KP] (row-major, f32) scaled by wmul[k] into
 // wa[tile][s][hi, lo][lane]. One thread per (tile, s, lane).
-extern "C" __global__ void wfrag16(const float* __restrict__ w32, int tiles, const float* __restrict__ wmul,
+extern "C" __global__ void wfrag16(const float* __restrict__ w32, int tiles, const Scales wm,
                                    uint4* __restrict__ wa) {
+    const float* wmul = wm.v;
     const int id = blockIdx.x * blockDim.x + threadIdx.x;
     if (id >= tiles * KS16 * 32) return;
     const int lane = id & 31, s = (id >> 5) % KS16, mt = (id >> 5) / KS16, g = lane >> 2, t = lane & 3;
@@ -157,7 +178,9 @@ __device__ __forceinline__ void issue_wstage(uint4* buf, const uint4* __restrict
 
 // Pass 1. Grid: ceil(T / (32*W1)); W1 warps of 32 frames; each walks all
 // Gaussian tiles (W' streamed through shared memory, the frames' B
-// fragments in registers). ll[t] = L_t; wll[cta] = Σ L_t (f64, frame order).
+// fragments in registers). ll[t] = L_t (+inf for the padding frames up to
+// the CTAs' end: ll holds gridDim.x*32*W1 floats); wll[cta] = Σ L_t (f64,
+// frame order).
 // Dynamic shared memory: 2 * (MS*MTU + MS*4) uint4.
 extern "C" __global__ void __launch_bounds__(32 * W1) gll16(const uint4* __restrict__ zb, int T,
                                                             const uint4* __restrict__ wa,
@@ -198,28 +221,23 @@ extern "C" __global__ void __launch_bounds__(32 * W1) gll16(const uint4* __restr
         const float* gcs = reinterpret_cast<const float*>(buf + MS * MTU);
         const int n = imin(MS, tiles - st * MS);
         for (int q = 0; q < n; ++q) {
-            float cb[4][4], cs[4][4];
+            Acc3 ca[4];
 #pragma unroll
-            for (int j = 0; j < 4; ++j)
-#pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    cb[j][i] = 0.0f;
-                    cs[j][i] = 0.0f;
-                }
+            for (int j = 0; j < 4; ++j) acc3_zero(ca[j]);
             const uint4* w = buf + q * MTU + lane;
 #pragma unroll
             for (int s = 0; s < KS16; ++s) {
                 const uint4 ah = w[(2 * s) * 32], al = w[(2 * s + 1) * 32];
 #pragma unroll
-                for (int j = 0; j < 4; ++j) mma3(cb[j], cs[j], ah, al, bf[j][s]);
+                for (int j = 0; j < 4; ++j) mma3(ca[j], ah, al, bf[j][s]);
             }
             const float gc0 = gcs[16 * q + g], gc1 = gcs[16 * q + g + 8];
 #pragma unroll
             for (int j = 0; j < 4; ++j)
 #pragma unroll
                 for (int c = 0; c < 2; ++c) {
-                    lse_push1(m[j][c], sm[j][c], cfin(cb[j][c], cs[j][c], gc0));
-                    lse_push1(m[j][c], sm[j][c], cfin(cb[j][c + 2], cs[j][c + 2], gc1));
+                    lse_push1(m[j][c], sm[j][c], cfin(ca[j], c, gc0));
+                    lse_push1(m[j][c], sm[j][c], cfin(ca[j], c + 2, gc1));
                 }
         }
         __syncthreads();
@@ -244,16 +262,34 @@ extern "C" __global__ void __launch_bounds__(32 * W1) gll16(const uint4* __restr
                 const int fl = warp * 32 + 8 * j + 2 * t + c, fr = blockIdx.x * 32 * W1 + fl;
                 const float l = m[j][c] + logf(sm[j][c]);
                 lls[fl] = l;
-                if (fr < T) ll[fr] = l;
+                ll[fr] = fr < T ? l : __int_as_float(0x7f800000);
             }
     }
     __syncthreads();
-    if (threadIdx.x == 0) {
+    // Σ L_t of the CTA's frames in f64 by warp 0: W1 consecutive frames a
+    // lane, then a butterfly (fixed order; every lane gets the same bits).
+    if (warp == 0) {
+        const int n = imin(32 * W1, T - blockIdx.x * 32 * W1);
         double sum = 0.0;
-        const int base = blockIdx.x * 32 * W1, n = imin(32 * W1, T - base);
-        for (int f = 0; f < n; ++f) sum += (double)lls[f];
-        wll[blockIdx.x] = sum;
+#pragma unroll
+        for (int q = 0; q < W1; ++q)
+            if (lane * W1 + q < n) sum += (double)lls[lane * W1 + q];
+#pragma unroll
+        for (int off = 16; off >= 1; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+        if (lane == 0) wll[blockIdx.x] = sum;
     }
+}
+
+// The scores of step `step` (16 frames) of a gst16 stage: two column tiles
+// of 8 frames against the warp's 16 Gaussians (W' in registers).
+__device__ __forceinline__ void score_step(Acc3 (&c)[2], const uint4 (&ah)[KS16], const uint4 (&al)[KS16],
+                                           const uint4* buf, int step, int lane) {
+    acc3_zero(c[0]);
+    acc3_zero(c[1]);
+#pragma unroll
+    for (int s = 0; s < KS16; ++s)
+#pragma unroll
+        for (int j = 0; j < 2; ++j) mma3(c[j], ah[s], al[s], buf[((2 * step + j) * KS16 + s) * 32 + lane]);
 }
 
 // Stage st of gst16: frames [f0 + st*SF, +SF) of zb, zs and ll.
@@ -278,7 +314,7 @@ __device__ __forceinline__ void issue_fstage(uint4* smem, const uint4* __restric
 // partial[range][Mpad][KZ]: Σ GSC·γ·z' (k < 2D) and Σ γ (k = KZ − 1).
 // zb, zs and ll cover the chunk padded to a multiple of SF frames.
 // Dynamic shared memory: 2 * (ZBU + ZSU + SF/4) uint4.
-extern "C" __global__ void __launch_bounds__(256) gst16(const uint4* __restrict__ zb,
+extern "C" __global__ void __launch_bounds__(32 * GSTW, 2) gst16(const uint4* __restrict__ zb,
                                                         const uint4* __restrict__ zs,
                                                         const float* __restrict__ ll, int T, int rf,
                                                         const uint4* __restrict__ wa,
@@ -320,33 +356,28 @@ extern "C" __global__ void __launch_bounds__(256) gst16(const uint4* __restrict_
         for (int j = 0; j < NJ; ++j)
 #pragma unroll
             for (int i = 0; i < 4; ++i) acc[j][i] = 0.0f;
-#pragma unroll 1
+// Software pipeline: the scores of step + 1 are issued before the posteriors
+        // and statistics of step, so the two sets of mma chains overlap.
+        Acc3 sc[2][2]; // [step parity][column tile of 8 frames]
+        score_step(sc[0], ah, al, buf, 0, lane);
+#pragma unroll
         for (int step = 0; step < SF / 16; ++step) {
-            float cb[2][4], cs[2][4];
-#pragma unroll
-            for (int j = 0; j < 2; ++j)
-#pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    cb[j][i] = 0.0f;
-                    cs[j][i] = 0.0f;
-                }
-#pragma unroll
-            for (int s = 0; s < KS16; ++s)
-#pragma unroll
-                for (int j = 0; j < 2; ++j)
-                    mma3(cb[j], cs[j], ah[s], al[s], buf[((2 * step + j) * KS16 + s) * 32 + lane]);
+            if (step + 1 < SF / 16) score_step(sc[(step + 1) & 1], ah, al, buf, step + 1, lane);
+            const Acc3(&cc)[2] = sc[step & 1];
             // γ in the C layout: (j, i) = Gaussian g (+8 for i >= 2), frame
             // 8j + 2t + (i & 1) of this step.
+            // Frames past T have L = +inf (gll16), so γ = 0 there.
             float gm[2][4];
 #pragma unroll
-            for (int j = 0; j < 2; ++j)
+            for (int j = 0; j < 2; ++j) {
+                const float2 l2 = *reinterpret_cast<const float2*>(lls + 16 * step + 8 * j + 2 * t);
 #pragma unroll
                 for (int i = 0; i < 4; ++i) {
-                    const int fl = 16 * step + 8 * j + 2 * t + (i & 1);
-                    const float c = cfin(cb[j][i], cs[j][i], (i < 2) ? gc0 : gc1);
-                    gm[j][i] = (fs + fl < f1) ? __expf(c - lls[fl]) : 0.0f;
+                    const float c = cfin(cc[j], i, (i < 2) ? gc0 : gc1);
+                    gm[j][i] = __expf(c - ((i & 1) ? l2.y : l2.x));
                     oc[i >> 1] += gm[j][i];
                 }
+            }
             unsigned gh[4], gl[4];
             h2split(GSC * gm[0][0], GSC * gm[0][1], gh[0], gl[0]);
             h2split(GSC * gm[0][2], GSC * gm[0][3], gh[1], gl[1]);
@@ -393,14 +424,14 @@ extern "C" __global__ void __launch_bounds__(256) gst16(const uint4* __restrict_
     }
 }
 
-// acc[(gfirst + g)*KZ + k] += kmul[k] · Σ_r partial[r][g][k] (f64, range
+// acc[(gfirst + g)*KZ + k] += kmul.v[k] · Σ_r partial[r][g][k] (f64, range
 // order) for g < M. One thread per (g, k).
 extern "C" __global__ void reduce16(const float* __restrict__ partial, int ranges, int m, int mpad,
-                                    const double* __restrict__ kmul, double* __restrict__ acc, int gfirst) {
+                                    const Scales kmul, double* __restrict__ acc, int gfirst) {
     const int el = blockIdx.x * blockDim.x + threadIdx.x;
     if (el >= m * KZ) return;
     double sum = 0.0;
     for (int r = 0; r < ranges; ++r) sum += (double)partial[(u64)r * mpad * KZ + el];
-    acc[(u64)gfirst * KZ + el] += sum * kmul[el % KZ];
+    acc[(u64)gfirst * KZ + el] += sum * (double)kmul.v[el % KZ];
 }
 #endif

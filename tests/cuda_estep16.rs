@@ -73,6 +73,7 @@ fn cuda_global(
     feats: &[f32],
 ) -> Result<(ModelAccumulators, usize), String> {
     let mut cm = CudaModel::new(e, m).map_err(|e| e.to_string())?;
+    cm.set_fp16_estep_min_gaussians(1);
     if !cm.shape().e16 {
         return Err(format!("no FP16 E-step kernels for {:?}", cm.shape()));
     }
@@ -123,6 +124,22 @@ proptest! {
     ) {
         check(dim, g, frames, seed, log2s)
             .map_err(|m| TestCaseError::fail(format!("dim {dim} g {g} frames {frames} seed {seed} 2^{log2s}: {m}")))?;
+    }
+}
+
+/// By default small GMMs keep the FP32 kernels (few warps per CTA there);
+/// large ones take the FP16 E-step.
+#[test]
+fn cuda_fp16_estep_is_the_default_for_large_gmms_only() {
+    let Some(e) = engine() else { return };
+    for (g, want) in [(40, 0), (130, 1)] {
+        let (m, feats) = scaled_case(6, g, 2000, 4, 0);
+        let mut cm = CudaModel::new(e, &m).unwrap();
+        let mut acc = ModelAccumulators::zeros(&m, UpdateFlags::default());
+        cm.accumulate(FrameBatch::new(&feats, 6), FrameTargets::Global, &mut acc)
+            .unwrap();
+        assert_eq!(cm.fp16_estep_chunks().min(1), want, "{g} Gaussians");
+        compare_acc(&acc, &global_ref(&m, &feats)).unwrap();
     }
 }
 

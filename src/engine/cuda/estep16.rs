@@ -13,17 +13,25 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream, CudaView, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, CudaStream, CudaView, DeviceRepr, LaunchConfig, PushKernelArg};
 use rayon::prelude::*;
 
 use super::{driver_err, CudaEngine, Kernels};
 use crate::model::AcousticModel;
 use crate::{Error, Result};
 
+/// The fewest Gaussians for which the FP16 E-step is used by default: below
+/// 8 tiles of 16, `gst16`'s CTAs have few warps for the fragments they load
+/// (H100, estep T = 3,125,506: M = 32 took 12.3 ms here against 5.0 ms on the
+/// FP32 kernels; M = 256 15.0 ms against 16.3).
+pub const MIN_GAUSSIANS: usize = 128;
+
 /// Frames per stage of `gst16` (its SF): chunks are padded to a multiple.
 const SF: usize = 64;
 /// Frames a `gll16` CTA takes (W1 warps of 32 frames).
 const LL_FRAMES: usize = 128;
+/// Warps of a `gst16` CTA at most (the kernel's GSTW, its launch bound).
+const GST_WARPS: usize = 6;
 /// Largest range of frames one `gst16` CTA sums.
 const MAX_RANGE: usize = 8192;
 /// log2 of the posterior scale GSC of the kernels.
@@ -115,6 +123,15 @@ pub fn copy_abs_max(src: &[f32], dst: &mut [f32], dim: usize) -> Vec<f32> {
         )
 }
 
+/// Per-row multipliers passed to the kernels by value (the kernels' `Scales`),
+/// so a chunk's scales need no upload (a copy from pageable memory would
+/// make the host wait for the stream).
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct Scales([f32; 104]);
+// SAFETY: plain floats, laid out as the kernels' struct.
+unsafe impl DeviceRepr for Scales {}
+
 /// Buffers of one chunk size.
 struct Bufs {
     frames: usize,
@@ -196,7 +213,9 @@ impl Estep16 {
         // zfrag16 / gll16 / gst16 of the same chunk (see the kernels).
         let zb = unsafe { stream.alloc::<u32>(npad * kp * 4) }.map_err(&e)?;
         let zs = unsafe { stream.alloc::<u32>(npad * kp * 4) }.map_err(&e)?;
-        let ll = stream.alloc_zeros::<f32>(npad).map_err(&e)?;
+        let ll = stream
+            .alloc_zeros::<f32>(npad.div_ceil(LL_FRAMES) * LL_FRAMES)
+            .map_err(&e)?;
         let wll = unsafe { stream.alloc::<f64>(npad.div_ceil(LL_FRAMES)) }.map_err(&e)?;
         let partial = unsafe { stream.alloc::<f32>(partial.max(1)) }.map_err(&e)?;
         self.bufs = Some(Bufs {
@@ -235,7 +254,7 @@ impl Estep16 {
         let (ks16, nj) = (kp / 16, kp / 8);
         let mpad = 16 * self.tiles;
         let npad = n.div_ceil(SF) * SF;
-        let nw = self.tiles.min(8);
+        let nw = self.tiles.min(GST_WARPS);
         let ctas_x = self.tiles.div_ceil(nw);
         let want = n
             .div_ceil(MAX_RANGE)
@@ -243,24 +262,21 @@ impl Estep16 {
         let rf = n.div_ceil(want).div_ceil(SF) * SF;
         let ranges = n.div_ceil(rf);
         self.ensure_bufs(s, npad, ranges * mpad * kz)?;
-        let e = driver_err("the FP16 E-step");
-        let pow = |x: i32| 2f64.powi(x);
-        let mut zmul = vec![0f32; kp];
-        let mut wmul = vec![0f32; kp];
-        let mut kmul = vec![1f64; kz];
+        // Exact powers of two (|e| <= 100 keeps them normal floats).
+        let pow = |x: i32| 2f64.powi(x) as f32;
+        let mut zmul = Scales([0.0; 104]);
+        let mut wmul = Scales([0.0; 104]);
+        let mut kmul = Scales([1.0; 104]);
         for (i, &x) in exps.iter().enumerate() {
-            zmul[i] = pow(x) as f32;
-            wmul[i] = pow(-x) as f32;
-            kmul[i] = pow(-x - GSC_LOG2);
+            zmul.0[i] = pow(x);
+            wmul.0[i] = pow(-x);
+            kmul.0[i] = pow(-x - GSC_LOG2);
         }
-        let zmul_d = s.clone_htod(&zmul).map_err(&e)?;
-        let kmul_d = s.clone_htod(&kmul).map_err(&e)?;
         if self.wa_exp.as_ref() != Some(&exps) {
-            let wmul_d = s.clone_htod(&wmul).map_err(&e)?;
             let threads = self.tiles * ks16 * 32;
             let tiles = self.tiles as i32;
             let mut lb = s.launch_builder(&kf.wfrag16);
-            lb.arg(&self.w32).arg(&tiles).arg(&wmul_d).arg(&mut self.wa);
+            lb.arg(&self.w32).arg(&tiles).arg(&wmul).arg(&mut self.wa);
             // SAFETY: argument types and counts match the kernel.
             unsafe { lb.launch(LaunchConfig::for_num_elems(threads as u32)) }
                 .map_err(driver_err("wfrag16"))?;
@@ -275,7 +291,7 @@ impl Estep16 {
         let mut lb = s.launch_builder(&kf.zfrag16);
         lb.arg(feats)
             .arg(&ni)
-            .arg(&zmul_d)
+            .arg(&zmul)
             .arg(&mut b.zb)
             .arg(&mut b.zs);
         let cfg = LaunchConfig {
@@ -340,7 +356,7 @@ impl Estep16 {
             .arg(&rg)
             .arg(&mi)
             .arg(&mpad_i)
-            .arg(&kmul_d)
+            .arg(&kmul)
             .arg(&mut *acc64)
             .arg(&gfirst);
         // SAFETY: as above.

@@ -94,6 +94,8 @@ pub struct CudaModel<'e> {
     e16: Option<Estep16>,
     /// Chunks of the current (or last) statistics call that took the FP16 E-step.
     e16_chunks: usize,
+    /// The fewest Gaussians for which global statistics take the FP16 E-step.
+    e16_min_gaussians: usize,
 }
 
 /// Device statistics kept across deferred calls: the f64 accumulators, the
@@ -192,6 +194,7 @@ impl<'e> CudaModel<'e> {
             pending: None,
             e16: None,
             e16_chunks: 0,
+            e16_min_gaussians: estep16::MIN_GAUSSIANS,
         })
     }
 
@@ -204,6 +207,12 @@ impl<'e> CudaModel<'e> {
     /// took the FP32 kernels.
     pub fn fp16_estep_chunks(&self) -> usize {
         self.e16_chunks
+    }
+
+    /// Take the FP16 E-step from `n` Gaussians on (default
+    /// [`estep16::MIN_GAUSSIANS`]; tests use 1 to cover small GMMs).
+    pub fn set_fp16_estep_min_gaussians(&mut self, n: usize) {
+        self.e16_min_gaussians = n;
     }
 
     /// Registers, local memory (spills) and shared memory of each kernel, as
@@ -375,19 +384,24 @@ impl<'e> CudaModel<'e> {
         if self.streaming.as_ref().is_some_and(|s| s.frames >= frames) {
             return Ok(());
         }
-        self.streaming = None;
+        if let Some(old) = self.streaming.take() {
+            let [a, b] = old.pinned;
+            self.eng.give_pinned(a);
+            self.eng.give_pinned(b);
+        }
         let n = frames * self.model.dim;
         let e = driver_err("allocating streaming buffers");
-        // SAFETY: the buffers are written before they are read.
-        let pinned = unsafe {
-            [
-                self.eng.ctx.alloc_pinned::<f32>(n).map_err(&e)?,
-                self.eng.ctx.alloc_pinned::<f32>(n).map_err(&e)?,
-            ]
-        };
+        let pinned = [self.eng.take_pinned(n)?, self.eng.take_pinned(n)?];
+        // The copies move whole pinned buffers: device buffers of their length.
         let dev = [
-            self.eng.stream.alloc_zeros::<f32>(n).map_err(&e)?,
-            self.eng.stream.alloc_zeros::<f32>(n).map_err(&e)?,
+            self.eng
+                .stream
+                .alloc_zeros::<f32>(pinned[0].len())
+                .map_err(&e)?,
+            self.eng
+                .stream
+                .alloc_zeros::<f32>(pinned[1].len())
+                .map_err(&e)?,
         ];
         self.streaming = Some(Stream {
             frames,
@@ -432,7 +446,9 @@ impl<'e> CudaModel<'e> {
     /// Whether statistics for `targets` can take the FP16 E-step
     /// (global statistics of a diagonal model on a device that has it).
     fn e16_wanted(&self, targets: &FrameTargets<'_>) -> bool {
-        matches!(targets, FrameTargets::Global) && self.k.estep16.is_some()
+        matches!(targets, FrameTargets::Global)
+            && self.k.estep16.is_some()
+            && self.state_ng[0] >= self.e16_min_gaussians
     }
 
     fn ensure_e16(&mut self) -> Result<()> {
@@ -930,6 +946,17 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
+impl Drop for CudaModel<'_> {
+    /// The pinned staging buffers go back to the engine for the next model.
+    fn drop(&mut self) {
+        if let Some(st) = self.streaming.take() {
+            let [a, b] = st.pinned;
+            self.eng.give_pinned(a);
+            self.eng.give_pinned(b);
+        }
+    }
+}
+
 impl LoadedModel for CudaModel<'_> {
     fn num_states(&self) -> usize {
         self.state_ng.len()
@@ -1143,6 +1170,13 @@ impl CudaModel<'_> {
             let c1 = (c0 + nf).min(feats.frames);
             let b = ci % 2;
             let xmax = self.stage(feats, c0, c1, b, want_max)?;
+            // The kernels of this chunk wait for its copy here, before their
+            // timing event, so the kernel time excludes the copy (which
+            // overlaps the previous chunk's kernels).
+            self.eng
+                .stream
+                .join(&self.eng.copy_stream)
+                .map_err(driver_err("waiting for the copy"))?;
             let st = self
                 .streaming
                 .take()
