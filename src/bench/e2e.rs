@@ -83,14 +83,29 @@ pub fn acc_stats_ark(
     })?;
 
     let mut like = 0.0;
+    // Where the main thread's time goes (last run): waiting for the reader
+    // thread, queuing and sending batches, and settling at the end.
+    let mut split = [0f64; 4];
     let e2e = time_median(cfg.reps, || {
+        let t0 = std::time::Instant::now();
         let mut acc = GlobalAccStats::new(engine, &model, UpdateFlags::default())?;
         let mut r = PrefetchedFeats::open(&spec).map_err(table_err)?;
-        while let Some((key, mat)) = r.next_entry().map_err(table_err)? {
+        let mut s = [t0.elapsed().as_secs_f64(), 0.0, 0.0, 0.0];
+        loop {
+            let t = std::time::Instant::now();
+            let Some((key, mat)) = r.next_entry().map_err(table_err)? else {
+                break;
+            };
+            let t1 = std::time::Instant::now();
             acc.add_utterance(&key, mat.data(), mat.rows(), d, None, None)?;
+            s[1] += (t1 - t).as_secs_f64();
+            s[2] += t1.elapsed().as_secs_f64();
         }
+        let t = std::time::Instant::now();
         like = acc.take_like()?;
         acc.into_diag()?;
+        s[3] = t.elapsed().as_secs_f64();
+        split = s;
         Ok(None)
     })?;
     let budget = 1.5 * kernel.seconds() + read.wall;
@@ -109,6 +124,10 @@ pub fn acc_stats_ark(
                 e2e.wall / (kernel.seconds() + read.wall),
             )
             .num("file_gb", bytes as f64 / 1e9)
+            .num("host_setup_seconds", split[0])
+            .num("host_wait_read_seconds", split[1])
+            .num("host_queue_and_send_seconds", split[2])
+            .num("host_settle_seconds", split[3])
             .num("avg_like_per_frame", like / t as f64)
             .str("engine", engine.name())
             .str("device", &engine.device()),

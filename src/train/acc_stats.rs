@@ -85,6 +85,12 @@ impl Batch {
     }
 
     fn push_feats(&mut self, feats: &[f32], rows: usize) {
+        // A whole batch's room at once (not grown by doubling, copying and
+        // faulting in fresh pages as it fills).
+        if self.feats.capacity() == 0 {
+            self.feats
+                .reserve(BATCH_FRAMES * (feats.len() / rows.max(1)));
+        }
         self.feats.extend_from_slice(feats);
         self.frames += rows;
     }
