@@ -209,10 +209,12 @@ impl Estep16 {
         self.bufs = None;
         let kp = kp(self.dim);
         let e = driver_err("allocating the E-step buffers");
+        // zb and zs hold KP u32 a frame each: KP values, hi and lo, FP16
+        // (see zfrag16's indices).
         // SAFETY (all four): every value a kernel reads is written first by
         // zfrag16 / gll16 / gst16 of the same chunk (see the kernels).
-        let zb = unsafe { stream.alloc::<u32>(npad * kp * 4) }.map_err(&e)?;
-        let zs = unsafe { stream.alloc::<u32>(npad * kp * 4) }.map_err(&e)?;
+        let zb = unsafe { stream.alloc::<u32>(npad * kp) }.map_err(&e)?;
+        let zs = unsafe { stream.alloc::<u32>(npad * kp) }.map_err(&e)?;
         let ll = stream
             .alloc_zeros::<f32>(npad.div_ceil(LL_FRAMES) * LL_FRAMES)
             .map_err(&e)?;
