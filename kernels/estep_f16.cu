@@ -424,14 +424,14 @@ extern "C" __global__ void __launch_bounds__(32 * GSTW, 2) gst16(const uint4* __
     }
 }
 
-// acc[(gfirst + g)*KZ + k] += kmul.v[k] · Σ_r partial[r][g][k] (f64, range
-// order) for g < M. One thread per (g, k).
+// acc[g*KZ + k] += kmul.v[k] · Σ_r partial[r][g][k] (f64, range order) for
+// g < M (the GMM is state 0: its rows come first). One thread per (g, k).
 extern "C" __global__ void reduce16(const float* __restrict__ partial, int ranges, int m, int mpad,
-                                    const Scales kmul, double* __restrict__ acc, int gfirst) {
+                                    const Scales kmul, double* __restrict__ acc) {
     const int el = blockIdx.x * blockDim.x + threadIdx.x;
     if (el >= m * KZ) return;
     double sum = 0.0;
     for (int r = 0; r < ranges; ++r) sum += (double)partial[(u64)r * mpad * KZ + el];
-    acc[(u64)gfirst * KZ + el] += sum * (double)kmul.v[el % KZ];
+    acc[el] += sum * (double)kmul.v[el % KZ];
 }
 #endif

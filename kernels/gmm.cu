@@ -583,9 +583,11 @@ extern "C" __global__ void sum_f64(const double* __restrict__ v, int n, double* 
 // Virtual Gaussians carry gconst −1e30 rather than −∞ (0·−∞ would be NaN in
 // the split products); exp(−1e30 − m) is 0 all the same.
 //
-// The statistics kernels stay on FP32 FMAs for now: their two passes (the
+// The statistics kernels below stay on FP32 FMAs: their two passes (the
 // normaliser L in entry_loglike, the numerators in accum_stats) must use the
 // same arithmetic, or a one-Gaussian state gets posteriors of exp(δ) ≠ 1.
+// Global statistics of a large diagonal GMM have both passes on the tensor
+// cores instead (estep_f16.cu).
 #if TCW
 #define TFC (16 * TCW)
 #define NTC (32 * TCW)

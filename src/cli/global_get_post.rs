@@ -3,6 +3,7 @@
 //! a global GMM (DiagGmm as Kaldi's tool; a FullGmm works the same way),
 //! pruned below `--min-post` and renormalised (`VectorToPosteriorEntry`).
 
+use super::kaldi::dim_matches;
 use clap::Args;
 
 use amtool_formats::kaldi::holder::Posterior;
@@ -77,12 +78,7 @@ fn get_post(args: &GetPostArgs) -> Result<i32, String> {
                 num_err += 1;
                 continue;
             }
-            if feats.cols() != model.dim {
-                kaldi_warn!(
-                    "Dimension mismatch for utterance {key}: got {}, expected {}",
-                    feats.cols(),
-                    model.dim
-                );
+            if !dim_matches(&key, feats.cols(), model.dim) {
                 num_err += 1;
                 continue;
             }

@@ -3,6 +3,7 @@
 //! the `--n` best Gaussians, best first; with `--gselect` the choice is
 //! limited to (and refined from) an earlier selection.
 
+use super::kaldi::dim_matches;
 use clap::Args;
 
 use amtool_formats::kaldi::holder::{Basic, Int32VectorVector};
@@ -107,12 +108,7 @@ fn gselect(args: &GselectArgs) -> Result<i32, String> {
         let end = next.is_none();
         if let Some((key, feats)) = next {
             let frames = feats.rows();
-            if frames > 0 && feats.cols() != model.dim {
-                kaldi_warn!(
-                    "Dimension mismatch for utterance {key}: got {}, expected {}",
-                    feats.cols(),
-                    model.dim
-                );
+            if frames > 0 && !dim_matches(&key, feats.cols(), model.dim) {
                 num_err += 1;
                 continue;
             }

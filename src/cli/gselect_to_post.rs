@@ -4,6 +4,7 @@
 //! evaluated and turned into posteriors; `--min-post` prunes and
 //! renormalises.
 
+use super::kaldi::dim_matches;
 use clap::Args;
 
 use amtool_formats::kaldi::holder::{Int32VectorVector, Posterior};
@@ -64,12 +65,7 @@ fn gselect_to_post(args: &GselectToPostArgs) -> Result<i32, String> {
             num_err += 1;
             continue;
         };
-        if frames > 0 && feats.cols() != model.dim {
-            kaldi_warn!(
-                "Dimension mismatch for utterance {key}: got {}, expected {}",
-                feats.cols(),
-                model.dim
-            );
+        if frames > 0 && !dim_matches(&key, feats.cols(), model.dim) {
             num_err += 1;
             continue;
         }

@@ -47,6 +47,16 @@ macro_rules! kaldi_warn {
     ($($arg:tt)*) => { $crate::cli::kaldi::emit("WARNING", file!(), line!(), format_args!($($arg)*)) };
 }
 
+/// Whether `cols`, the dimension of utterance `utt`'s features, is the
+/// model's `dim`; warns as Kaldi's tools do when it is not (the caller then
+/// skips the utterance and counts an error).
+pub fn dim_matches(utt: &str, cols: usize, dim: usize) -> bool {
+    if cols != dim {
+        crate::kaldi_warn!("Dimension mismatch for utterance {utt}: got {cols}, expected {dim}");
+    }
+    cols == dim
+}
+
 /// Kaldi's boolean option values: true/t/1 and false/f/0, any case; `--x`
 /// alone is `--x=true` (see [`normalize_args`]).
 pub fn parse_bool(s: &str) -> Result<bool, String> {

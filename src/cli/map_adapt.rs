@@ -10,6 +10,7 @@
 //! error; an utterance of spk2utt without features is skipped (not counted,
 //! as in Kaldi), and a speaker with no data gets the unadapted model.
 
+use super::kaldi::dim_matches;
 use clap::Args;
 
 use amtool_formats::kaldi::gmm::AmDiagGmm;
@@ -111,12 +112,7 @@ impl Adapter<'_> {
             );
             return Ok(None);
         }
-        if feats.rows() > 0 && feats.cols() != self.model.dim {
-            kaldi_warn!(
-                "Dimension mismatch for utterance {utt}: got {}, expected {}",
-                feats.cols(),
-                self.model.dim
-            );
+        if feats.rows() > 0 && !dim_matches(utt, feats.cols(), self.model.dim) {
             return Ok(None);
         }
         let mut offsets = Vec::with_capacity(post.0.len() + 1);

@@ -11,6 +11,7 @@
 //! (`score::map::relevance_map` has the formulas). Per-utterance problems are
 //! handled as in gmm-adapt-map.
 
+use super::kaldi::dim_matches;
 use clap::Args;
 
 use amtool_formats::kaldi::gmm::DiagGmm;
@@ -87,12 +88,7 @@ impl Ubm<'_> {
         f: &Matrix<f32>,
         acc: &mut ModelAccumulators,
     ) -> Result<Option<()>, String> {
-        if f.rows() > 0 && f.cols() != self.model.dim {
-            kaldi_warn!(
-                "Dimension mismatch for utterance {utt}: got {}, expected {}",
-                f.cols(),
-                self.model.dim
-            );
+        if f.rows() > 0 && !dim_matches(utt, f.cols(), self.model.dim) {
             return Ok(None);
         }
         if f.rows() > 0 {

@@ -150,16 +150,6 @@ impl KernelShape {
         }
     }
 
-    /// Dynamic shared memory of `gll16` and `gst16` (see `kernels/estep_f16.cu`:
-    /// two stages of 4 Gaussian tiles; two stages of 64 frames).
-    pub fn smem_e16(&self) -> (usize, usize) {
-        let kp = super::estep16::kp(self.dim);
-        let (ks16, nj) = (kp / 16, kp / 8);
-        let ll = 2 * (4 * ks16 * 64 + 4 * 4) * 16;
-        let st = 2 * (8 * ks16 * 32 + 4 * nj * 32 + 16) * 16;
-        (ll, st)
-    }
-
     /// k-steps of 8 of the tensor-core kernels (z zero-padded to a multiple of 8).
     pub fn ks(&self) -> usize {
         self.kz().div_ceil(8)

@@ -44,6 +44,20 @@ pub fn kp(dim: usize) -> usize {
     (2 * dim).div_ceil(16) * 16
 }
 
+/// Gaussian tiles of 16 per stage of `gll16` (its MS).
+const LL_STAGE_TILES: usize = 4;
+
+/// Dynamic shared memory of `gll16` and `gst16` in bytes: two stages of
+/// LL_STAGE_TILES tiles of W' fragments (and their gconsts); two stages of
+/// SF frames of the zb and zs fragments (and their L).
+pub fn smem(dim: usize) -> (usize, usize) {
+    let kp = kp(dim);
+    let uint4 = 16;
+    let ll = 2 * LL_STAGE_TILES * (kp / 16 * 64 + 4) * uint4;
+    let st = 2 * (SF * kp / 4 + SF * kp / 4 + SF / 4) * uint4;
+    (ll, st)
+}
+
 /// Whether the kernels exist for this dimension (their registers hold
 /// `KP/16` k-steps of W and `KP/8` column tiles of statistics).
 pub fn fits(dim: usize) -> bool {
@@ -85,42 +99,46 @@ pub fn scales(xmax: &[f32], wmax: &[f32]) -> Option<Vec<i32>> {
     Some(e)
 }
 
+/// Rows per block of the parallel max (and copy) below.
+const MAX_BLOCK_ROWS: usize = 4096;
+
+/// Largest |x_d| over the rows of one block, serially (NaN counts as infinite).
+fn block_abs_max(data: &[f32], dim: usize) -> Vec<f32> {
+    let mut m = vec![0f32; dim];
+    for row in data.chunks_exact(dim) {
+        for (a, &x) in m.iter_mut().zip(row) {
+            *a = a.max(if x.is_nan() { f32::INFINITY } else { x.abs() });
+        }
+    }
+    m
+}
+
+/// The elementwise max of two blocks' maxima.
+fn max_merge(a: Vec<f32>, b: Vec<f32>) -> Vec<f32> {
+    a.iter().zip(&b).map(|(x, y)| x.max(*y)).collect()
+}
+
 /// Largest |x_d| of each dimension over the rows of `data` (NaN counts as
 /// infinite, so the chunk is refused by [`scales`]).
 pub fn abs_max(data: &[f32], dim: usize) -> Vec<f32> {
-    let rows = 4096 * dim;
-    data.par_chunks(rows.max(1))
-        .map(|c| {
-            let mut m = vec![0f32; dim];
-            for row in c.chunks_exact(dim) {
-                for (a, &x) in m.iter_mut().zip(row) {
-                    let v = if x.is_nan() { f32::INFINITY } else { x.abs() };
-                    *a = a.max(v);
-                }
-            }
-            m
-        })
-        .reduce(
-            || vec![0f32; dim],
-            |a, b| a.iter().zip(&b).map(|(x, y)| x.max(*y)).collect(),
-        )
+    data.par_chunks(MAX_BLOCK_ROWS * dim.max(1))
+        .map(|c| block_abs_max(c, dim))
+        .reduce(|| vec![0f32; dim], max_merge)
 }
 
 /// [`abs_max`] of `src` while copying it into `dst` (the pinned buffer of a
-/// streamed chunk): one pass over the frames instead of two.
+/// streamed chunk): each block's max is taken right after its copy, while it
+/// is still in the cache.
 pub fn copy_abs_max(src: &[f32], dst: &mut [f32], dim: usize) -> Vec<f32> {
-    let rows = 4096 * dim.max(1);
+    let rows = MAX_BLOCK_ROWS * dim.max(1);
     dst[..src.len()]
         .par_chunks_mut(rows)
         .zip(src.par_chunks(rows))
         .map(|(o, i)| {
             o.copy_from_slice(i);
-            abs_max(i, dim)
+            block_abs_max(i, dim)
         })
-        .reduce(
-            || vec![0f32; dim],
-            |a, b| a.iter().zip(&b).map(|(x, y)| x.max(*y)).collect(),
-        )
+        .reduce(|| vec![0f32; dim], max_merge)
 }
 
 /// Per-row multipliers passed to the kernels by value (the kernels' `Scales`),
@@ -231,9 +249,15 @@ impl Estep16 {
         Ok(())
     }
 
-    /// Enqueue the statistics of the `n` frames in `feats` (largest |x_d|
-    /// `xmax`) into `acc64` (rows of this GMM first) and Σ L into `total`.
-    /// Returns false, enqueuing nothing, where [`scales`] refuses the chunk.
+    /// The per-row exponents for a chunk whose largest |x_d| are `xmax`
+    /// ([`scales`] against this model); `None`: the chunk takes the FP32 kernels.
+    pub fn exponents(&self, xmax: &[f32]) -> Option<Vec<i32>> {
+        scales(xmax, &self.wmax)
+    }
+
+    /// Enqueue the statistics of the `n` frames in `feats`, with the row
+    /// exponents `exps` ([`exponents`](Self::exponents)), into `acc64` (rows
+    /// of this GMM first) and Σ L into `total`.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn chunk(
         &mut self,
@@ -241,15 +265,16 @@ impl Estep16 {
         k: &Kernels,
         feats: &CudaView<'_, f32>,
         n: usize,
-        xmax: &[f32],
+        exps: Vec<i32>,
         acc64: &mut CudaSlice<f64>,
         total: &mut CudaSlice<f64>,
-    ) -> Result<bool> {
-        let (Some(kf), Some(exps)) = (k.estep16.as_ref(), scales(xmax, &self.wmax)) else {
-            return Ok(false);
-        };
+    ) -> Result<()> {
+        let kf = k
+            .estep16
+            .as_ref()
+            .ok_or_else(|| Error::Engine("no FP16 E-step kernels for this model".into()))?;
         if n == 0 {
-            return Ok(true);
+            return Ok(());
         }
         let s = &eng.stream;
         let (kz, kp) = (self.kz, kp(self.dim));
@@ -352,19 +377,18 @@ impl Estep16 {
         // SAFETY: as above.
         unsafe { lb.launch(cfg) }.map_err(driver_err("gst16"))?;
 
-        let (rg, gfirst) = (ranges as i32, 0i32);
+        let rg = ranges as i32;
         let mut lb = s.launch_builder(&kf.reduce16);
         lb.arg(&b.partial)
             .arg(&rg)
             .arg(&mi)
             .arg(&mpad_i)
             .arg(&kmul)
-            .arg(&mut *acc64)
-            .arg(&gfirst);
+            .arg(&mut *acc64);
         // SAFETY: as above.
         unsafe { lb.launch(LaunchConfig::for_num_elems((self.m * kz) as u32)) }
             .map_err(driver_err("reduce16"))?;
-        Ok(true)
+        Ok(())
     }
 }
 
@@ -418,6 +442,19 @@ mod tests {
         assert_eq!(copy_abs_max(&data, &mut dst, 3), want);
         assert_eq!(&dst[..data.len()], &data[..]);
         assert_eq!(abs_max(&[1.0, f32::NAN], 2), vec![1.0, f32::INFINITY]);
+    }
+
+    #[test]
+    fn shared_memory_leaves_two_gst16_ctas_an_sm() {
+        // D = 40: four tiles of 5 KB of W' (+ gconsts) twice; 64 frames of
+        // 2 × 320 B of fragments (+ L) twice.
+        assert_eq!(smem(40), (41_472, 82_432));
+        // The launch bound asks for 2 gst16 CTAs an SM: 228 KB an H100 SM,
+        // 1 KB of it reserved per CTA.
+        for d in (1..=64).filter(|&d| fits(d)) {
+            let (ll, st) = smem(d);
+            assert!(2 * (st + 1024) <= 228 * 1024 && ll <= 227 * 1024, "D = {d}");
+        }
     }
 
     #[test]

@@ -222,7 +222,7 @@ impl CudaEngine {
             zfrag_plain: (shape.kc > 0).then(|| f("zfrag_plain")).transpose()?,
             merge_splits: (shape.tcw > 0).then(|| f("merge_splits")).transpose()?,
             estep16: if shape.e16 {
-                let (smem_ll, smem_st) = shape.smem_e16();
+                let (smem_ll, smem_st) = estep16::smem(shape.dim);
                 Some(Estep16Kernels {
                     zfrag16: f("zfrag16")?,
                     wfrag16: f("wfrag16")?,

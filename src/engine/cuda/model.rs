@@ -384,11 +384,7 @@ impl<'e> CudaModel<'e> {
         if self.streaming.as_ref().is_some_and(|s| s.frames >= frames) {
             return Ok(());
         }
-        if let Some(old) = self.streaming.take() {
-            let [a, b] = old.pinned;
-            self.eng.give_pinned(a);
-            self.eng.give_pinned(b);
-        }
+        self.release_streaming();
         let n = frames * self.model.dim;
         let e = driver_err("allocating streaming buffers");
         let pinned = [self.eng.take_pinned(n)?, self.eng.take_pinned(n)?];
@@ -409,6 +405,15 @@ impl<'e> CudaModel<'e> {
             dev,
         });
         Ok(())
+    }
+
+    /// Give the streaming buffers' pinned halves back to the engine's pool.
+    fn release_streaming(&mut self) {
+        if let Some(st) = self.streaming.take() {
+            let [a, b] = st.pinned;
+            self.eng.give_pinned(a);
+            self.eng.give_pinned(b);
+        }
     }
 
     /// Copy frames `[c0, c1)` into streaming buffer `b` (on the copy stream);
@@ -616,15 +621,16 @@ impl<'e> CudaModel<'e> {
     ) -> Result<(f64, Option<(CudaEvent, CudaEvent)>)> {
         if let Some(xm) = xmax.filter(|_| self.e16_wanted(targets)) {
             self.ensure_e16()?;
-            let ev = (new_timing_event(self.eng)?, new_timing_event(self.eng)?);
-            let s = &self.eng.stream;
-            let e = driver_err("timing");
-            ev.0.record(s).map_err(&e)?;
             let e16 = self
                 .e16
                 .as_mut()
                 .ok_or_else(|| Error::Engine("E-step layout missing".into()))?;
-            if e16.chunk(self.eng, &self.k, feats, c1 - c0, xm, acc64, total)? {
+            if let Some(exps) = e16.exponents(xm) {
+                let ev = (new_timing_event(self.eng)?, new_timing_event(self.eng)?);
+                let s = &self.eng.stream;
+                let e = driver_err("timing");
+                ev.0.record(s).map_err(&e)?;
+                e16.chunk(self.eng, &self.k, feats, c1 - c0, exps, acc64, total)?;
                 ev.1.record(s).map_err(&e)?;
                 self.e16_chunks += 1;
                 return Ok(((c1 - c0) as f64, Some(ev)));
@@ -949,11 +955,7 @@ fn median(v: &mut [f64]) -> f64 {
 impl Drop for CudaModel<'_> {
     /// The pinned staging buffers go back to the engine for the next model.
     fn drop(&mut self) {
-        if let Some(st) = self.streaming.take() {
-            let [a, b] = st.pinned;
-            self.eng.give_pinned(a);
-            self.eng.give_pinned(b);
-        }
+        self.release_streaming();
     }
 }
 
