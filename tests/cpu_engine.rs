@@ -7,9 +7,13 @@
 //!
 //! Tolerances (norm-wise relative error ‖out − ref‖/‖ref‖ over each output,
 //! the measure `amtool bench` reports):
-//! - log-likelihoods 1e-6: the engine sums `K` = 2D or D + D(D+1)/2 f32
+//! - log-likelihoods: the engine sums `K` = 2D or D + D(D+1)/2 f32
 //!   products per Gaussian (as Kaldi does in f32); rounding grows like
-//!   √K·2⁻²⁴ ≈ 6e-8·√K relative to the size of the terms. Observed ≤ 4e-8.
+//!   √K·2⁻²⁴ ≈ 6e-8·√K relative to the size of the terms, which for full
+//!   covariances cancel to a smaller result. Diagonal: 1e-6 (observed ≤ 4e-8).
+//!   Full: the 1e-5, as the CUDA tests; observed up to 1.12e-6 (D = 38,
+//!   K = 779, two frames, so no averaging over many values; kept in
+//!   proptest-regressions).
 //! - statistics and total log-likelihood 1e-4: posteriors are exp(ll − lse),
 //!   so their relative error is the *absolute* error of the f32
 //!   log-likelihoods (~1e-6 at |ll| ≈ 100 with K ≈ 800), plus 2⁻²⁴ from the
@@ -100,7 +104,10 @@ fn check(
     let one = run(&CpuEngine::new(1).unwrap(), &model, feats, &targets);
     let two = run(&CpuEngine::new(2).unwrap(), &model, feats, &targets);
 
-    let ll_tol = 1e-6;
+    let ll_tol = match kind {
+        CovKind::Diagonal => 1e-6,
+        CovKind::Full => 1e-5,
+    };
     let e = reference::rel_err(&one.state_ll, &reference::state_loglikes(&model, feats));
     prop_assert!(e < ll_tol, "state loglikes rel err {e}");
     for (s, st) in model.states.iter().enumerate() {
