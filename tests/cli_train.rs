@@ -1077,3 +1077,47 @@ fn every_50th_utterance_is_logged_and_batches_do_not_change_the_sums() {
         "80 utterances vs 2 × all.acc",
     );
 }
+
+/// Features in a binary archive on disk are kept in its memory map and
+/// copied once, straight into the engine's batches (`SharedFeats`); through
+/// a script they are decoded one by one. Both give the same file, bit for
+/// bit (same values, same batches), on the CPU and, where there is one, on
+/// the GPU.
+#[test]
+fn features_from_a_mapped_archive_give_the_same_accs() {
+    use amtool_formats::kaldi::matrix::Matrix;
+    use amtool_formats::kaldi::table::{SequentialTableReader, TableWriter};
+    let d = tmp();
+    let ark = path(&d, "feats.ark");
+    let mut w = TableWriter::<Matrix<f32>>::open(&format!("ark:{ark}")).unwrap();
+    for e in SequentialTableReader::<Matrix<f32>>::open(FEATS).unwrap() {
+        let (k, m) = e.unwrap();
+        w.write(&k, &m).unwrap();
+    }
+    w.close().unwrap();
+    let ark_spec = format!("ark:{ark}");
+    let mut engines = vec!["--use-gpu=no"];
+    if amtool::engine::cuda::engine_for_tests().is_some() {
+        engines.push("--use-gpu=yes");
+    }
+    for gpu in engines {
+        for (name, model, targets) in [
+            ("am", format!("{K}/final.mdl"), Some(ALI)),
+            ("ubm", format!("{K}/ubm.0.dubm"), None),
+        ] {
+            let outs: Vec<Vec<u8>> = [FEATS, ark_spec.as_str()]
+                .iter()
+                .enumerate()
+                .map(|(i, feats)| {
+                    let out = path(&d, &format!("{name}{i}.acc"));
+                    let mut args = vec!["acc-stats", gpu, &model, feats];
+                    args.extend(targets);
+                    args.push(&out);
+                    ok(&args);
+                    std::fs::read(&out).unwrap()
+                })
+                .collect();
+            assert!(outs[0] == outs[1], "{name} {gpu}: ark and scp accs differ");
+        }
+    }
+}

@@ -15,7 +15,7 @@ use crate::engine::{Engine, FrameBatch, FrameTargets};
 use crate::model::CovKind;
 use crate::stats::UpdateFlags;
 use crate::train::acc_stats::GlobalAccStats;
-use crate::train::prefetch::PrefetchedFeats;
+use crate::train::prefetch::SharedFeats;
 use crate::{Error, Result};
 
 /// Frames per utterance of the generated ark (a 10 s utterance at 100 fps).
@@ -89,7 +89,7 @@ pub fn acc_stats_ark(
     let e2e = time_median(cfg.reps, || {
         let t0 = std::time::Instant::now();
         let mut acc = GlobalAccStats::new(engine, &model, UpdateFlags::default())?;
-        let mut r = PrefetchedFeats::open(&spec).map_err(table_err)?;
+        let mut r = SharedFeats::open(&spec).map_err(table_err)?;
         let mut s = [t0.elapsed().as_secs_f64(), 0.0, 0.0, 0.0];
         loop {
             let t = std::time::Instant::now();
@@ -97,7 +97,8 @@ pub fn acc_stats_ark(
                 break;
             };
             let t1 = std::time::Instant::now();
-            acc.add_utterance(&key, mat.data(), mat.rows(), d, None, None)?;
+            let rows = mat.rows();
+            acc.add_utterance(&key, mat, rows, d, None, None)?;
             s[1] += (t1 - t).as_secs_f64();
             s[2] += t1.elapsed().as_secs_f64();
         }

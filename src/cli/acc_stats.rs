@@ -8,7 +8,7 @@
 
 use clap::Args;
 
-use crate::train::prefetch::PrefetchedFeats;
+use crate::train::prefetch::SharedFeats;
 use amtool_formats::kaldi::accs::AmAccs;
 use amtool_formats::kaldi::any::AnyObject;
 use amtool_formats::kaldi::gmm::{DiagGmm, FullGmm};
@@ -163,7 +163,7 @@ fn am_stats(args: &AccStatsArgs, model: &KaldiModel) -> Result<i32, String> {
         .map_err(|e| e.to_string())?;
     let engine = engine::select(args.use_gpu, args.threads).map_err(|e| e.to_string())?;
     let mut acc = AmAccStats::new(engine.as_ref(), model, flags).map_err(|e| e.to_string())?;
-    let mut feats = PrefetchedFeats::open(feats_spec).map_err(|e| e.to_string())?;
+    let mut feats = SharedFeats::open(feats_spec).map_err(|e| e.to_string())?;
     let open_err = |e: amtool_formats::Error| e.to_string();
     let mut targets = match args.kaldi_tool.as_str() {
         "gmm-acc-stats-ali" => {
@@ -195,10 +195,11 @@ fn am_stats(args: &AccStatsArgs, model: &KaldiModel) -> Result<i32, String> {
             tot_like += acc.take_like().map_err(|e| e.to_string())?;
         }
         let outcome = match &t {
-            Targets::Ali(a) => acc.add_alignment(&key, mat.data(), rows, cols, a),
+            // The features move into the batch (copied in with the others there).
+            Targets::Ali(a) => acc.add_alignment(&key, mat, rows, cols, a),
             Targets::Post(p) => {
                 saw_posteriors = true;
-                acc.add_posterior(&key, mat.data(), rows, cols, p)
+                acc.add_posterior(&key, mat, rows, cols, p)
             }
         }
         .map_err(|e| e.to_string())?;
@@ -269,7 +270,7 @@ fn global_stats(args: &AccStatsArgs, model: &super::train_io::InputObject) -> Re
     };
     let engine = engine::select(args.use_gpu, args.threads).map_err(|e| e.to_string())?;
     let mut acc = GlobalAccStats::new(engine.as_ref(), &am, flags).map_err(|e| e.to_string())?;
-    let mut feats = PrefetchedFeats::open(feats_spec).map_err(|e| e.to_string())?;
+    let mut feats = SharedFeats::open(feats_spec).map_err(|e| e.to_string())?;
     let mut gselect = if args.gselect.is_empty() {
         None
     } else {
@@ -317,15 +318,10 @@ fn global_stats(args: &AccStatsArgs, model: &super::train_io::InputObject) -> Re
                 }
             },
         };
+        let (rows, cols) = (mat.rows(), mat.cols());
+        // The features move into the batch (copied in with the others there).
         let outcome = acc
-            .add_utterance(
-                &key,
-                mat.data(),
-                mat.rows(),
-                mat.cols(),
-                w.as_deref(),
-                g.as_deref(),
-            )
+            .add_utterance(&key, mat, rows, cols, w.as_deref(), g.as_deref())
             .map_err(|e| e.to_string())?;
         match outcome {
             UttOutcome::Skipped(msg) => {
@@ -335,7 +331,7 @@ fn global_stats(args: &AccStatsArgs, model: &super::train_io::InputObject) -> Re
             UttOutcome::Done { weight } => {
                 num_done += 1;
                 tot_weight += weight;
-                progress.utterance(mat.rows());
+                progress.utterance(rows);
             }
         }
     }

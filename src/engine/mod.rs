@@ -8,7 +8,10 @@
 
 pub mod cpu;
 pub mod cuda;
+pub mod host_frames;
 pub mod reference;
+
+pub use host_frames::{FrameSource, HostFrames, LentMemory};
 
 use crate::model::AcousticModel;
 use crate::stats::ModelAccumulators;
@@ -110,6 +113,30 @@ pub trait LoadedModel {
         acc: &mut ModelAccumulators,
     ) -> Result<Option<f64>> {
         self.accumulate(feats, targets, acc).map(Some)
+    }
+
+    /// Room for a batch of at least `floats` floats that
+    /// [`accumulate_frames`](Self::accumulate_frames) sends without another
+    /// copy on the host (the CUDA engine lends page-locked memory). Default:
+    /// a plain vector.
+    fn host_frames(&mut self, floats: usize) -> Result<HostFrames> {
+        Ok(HostFrames::with_capacity(floats))
+    }
+
+    /// [`accumulate_deferred`](Self::accumulate_deferred) of the `dim`-wide
+    /// frames in `frames`. Afterwards `frames` is empty and ready for the
+    /// next batch: an engine still reading the memory keeps it and puts
+    /// another buffer in its place.
+    fn accumulate_frames(
+        &mut self,
+        frames: &mut HostFrames,
+        dim: usize,
+        targets: FrameTargets<'_>,
+        acc: &mut ModelAccumulators,
+    ) -> Result<Option<f64>> {
+        let r = self.accumulate_deferred(FrameBatch::new(frames.as_slice(), dim), targets, acc);
+        frames.clear();
+        r
     }
 
     /// Adds the statistics kept back by

@@ -16,15 +16,19 @@
 //! that make every result wrong (feature dimension, transition ids outside
 //! the model) are errors. Nothing here prints.
 
+use std::borrow::Cow;
+
 use amtool_formats::kaldi::accs::{AccumDiagGmm, AccumFullGmm, AmAccs};
+use amtool_formats::kaldi::matrix::SharedMatrix;
 use amtool_formats::kaldi::model::KaldiModel;
 
-use crate::engine::{Engine, FrameBatch, FrameTargets, LoadedModel};
+use crate::engine::{Engine, FrameBatch, FrameSource, FrameTargets, HostFrames, LoadedModel};
 use crate::model::{AcousticModel, CovKind};
 use crate::stats::{ModelAccumulators, UpdateFlags};
 use crate::train::convert::{
     am_from_model_accs, augment, diag_from_gmm_acc, full_from_gmm_acc, model_from_am,
 };
+use crate::train::prefetch::Features;
 use crate::{Error, Result};
 
 /// Frames queued before one engine call (about 5 MB of 39-dim features).
@@ -41,6 +45,94 @@ pub enum UttOutcome {
     Skipped(String),
 }
 
+/// An utterance's features as the `add_*` functions take them. Borrowed
+/// frames are copied into the batch at once; owned ones, and parts of a
+/// mapped archive, wait and are copied in together, in parallel, when the
+/// batch is sent.
+pub enum UttFeats<'a> {
+    Borrowed(&'a [f32]),
+    Owned(Vec<f32>),
+    Shared(SharedMatrix),
+}
+
+impl<'a> From<&'a [f32]> for UttFeats<'a> {
+    fn from(f: &'a [f32]) -> Self {
+        UttFeats::Borrowed(f)
+    }
+}
+
+impl<'a> From<&'a Vec<f32>> for UttFeats<'a> {
+    fn from(f: &'a Vec<f32>) -> Self {
+        UttFeats::Borrowed(f)
+    }
+}
+
+impl From<Vec<f32>> for UttFeats<'_> {
+    fn from(f: Vec<f32>) -> Self {
+        UttFeats::Owned(f)
+    }
+}
+
+impl From<Features> for UttFeats<'_> {
+    fn from(f: Features) -> Self {
+        match f {
+            Features::Matrix(m) => UttFeats::Owned(m.into_data()),
+            Features::Shared(m) => UttFeats::Shared(m),
+        }
+    }
+}
+
+impl UttFeats<'_> {
+    fn floats(&self) -> usize {
+        match self {
+            UttFeats::Borrowed(f) => f.len(),
+            UttFeats::Owned(f) => f.len(),
+            UttFeats::Shared(m) => m.rows() * m.cols(),
+        }
+    }
+
+    /// The frames as one slice (a copy only for a misaligned shared part).
+    fn slice(&self) -> Cow<'_, [f32]> {
+        match self {
+            UttFeats::Borrowed(f) => Cow::Borrowed(f),
+            UttFeats::Owned(f) => Cow::Borrowed(f),
+            UttFeats::Shared(m) => {
+                let raw = m.raw();
+                match raw.as_f32() {
+                    Some(f) => Cow::Borrowed(f),
+                    None => {
+                        let mut v = vec![0f32; m.rows() * m.cols()];
+                        raw.copy_to_f32(&mut v);
+                        Cow::Owned(v)
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// An utterance waiting in a batch to be copied in.
+enum Part {
+    Owned(Vec<f32>),
+    Shared(SharedMatrix),
+}
+
+impl FrameSource for Part {
+    fn floats(&self) -> usize {
+        match self {
+            Part::Owned(v) => v.len(),
+            Part::Shared(m) => m.rows() * m.cols(),
+        }
+    }
+
+    fn copy_to(&self, dst: &mut [f32]) {
+        match self {
+            Part::Owned(v) => dst.copy_from_slice(v),
+            Part::Shared(m) => m.raw().copy_to_f32(dst),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Mode {
     Global,
@@ -48,12 +140,17 @@ enum Mode {
     Weighted,
 }
 
-/// Utterances queued for one engine call: their frames back to back and
-/// their targets in one of the engine's forms.
+/// Utterances queued for one engine call: their frames back to back (in
+/// memory the engine lent, so each frame is copied once on the host) and
+/// their targets in one of the engine's forms. Utterances handed over as
+/// owned vectors wait in `parts` and are copied in together, in parallel,
+/// when the batch is sent (or before a borrowed one, to keep the order).
 #[derive(Default)]
 struct Batch {
     mode: Option<Mode>,
-    feats: Vec<f32>,
+    feats: HostFrames,
+    parts: Vec<Part>,
+    /// Frames queued, in `feats` and `parts`.
     frames: usize,
     states: Vec<u32>,
     offsets: Vec<usize>,
@@ -72,8 +169,15 @@ impl Batch {
         accs: &mut ModelAccumulators,
     ) -> Result<f64> {
         let mut like = 0.0;
-        if self.mode.is_some_and(|m| m != mode) || self.frames + rows > BATCH_FRAMES {
+        let full =
+            self.frames + rows > BATCH_FRAMES || (self.frames + rows) * dim > self.feats.capacity();
+        if self.mode.is_some_and(|m| m != mode) || (full && self.frames > 0) {
             like = self.flush(dim, loaded, accs)?;
+        }
+        if rows * dim > self.feats.capacity() {
+            // A whole batch's room at once (not grown as it fills); an
+            // utterance longer than a batch gets a buffer of its own size.
+            self.feats = loaded.host_frames(BATCH_FRAMES.max(rows) * dim)?;
         }
         if self.mode.is_none() {
             self.mode = Some(mode);
@@ -84,15 +188,41 @@ impl Batch {
         Ok(like)
     }
 
-    fn push_feats(&mut self, feats: &[f32], rows: usize) {
-        // A whole batch's room at once (not grown by doubling, copying and
-        // faulting in fresh pages as it fills).
-        if self.feats.capacity() == 0 {
-            self.feats
-                .reserve(BATCH_FRAMES * (feats.len() / rows.max(1)));
-        }
-        self.feats.extend_from_slice(feats);
+    /// Queue an utterance's frames (after [`prepare`](Self::prepare) made room).
+    fn push_feats(
+        &mut self,
+        key: &str,
+        feats: UttFeats<'_>,
+        rows: usize,
+        dim: usize,
+    ) -> Result<()> {
+        check_len(key, &feats, rows, dim)?;
+        let part = match feats {
+            UttFeats::Owned(v) => Part::Owned(v),
+            UttFeats::Shared(m) => Part::Shared(m),
+            UttFeats::Borrowed(f) => {
+                self.gather()?;
+                if !self.feats.push(f) {
+                    return Err(no_room());
+                }
+                self.frames += rows;
+                return Ok(());
+            }
+        };
+        self.parts.push(part);
         self.frames += rows;
+        Ok(())
+    }
+
+    /// Copy the owned utterances waiting in `parts` into `feats`.
+    fn gather(&mut self) -> Result<()> {
+        if !self.parts.is_empty() {
+            if !self.feats.push_parts(&self.parts) {
+                return Err(no_room());
+            }
+            self.parts.clear();
+        }
+        Ok(())
     }
 
     /// One engine call for everything queued; returns Σ weight ×
@@ -108,10 +238,10 @@ impl Batch {
         let Some(mode) = self.mode else {
             return Ok(0.0);
         };
+        self.gather()?;
         let like = if self.frames == 0 {
             0.0
         } else {
-            let batch = FrameBatch::new(&self.feats, dim);
             let targets = match mode {
                 Mode::Global => FrameTargets::Global,
                 Mode::Aligned => FrameTargets::Aligned(&self.states),
@@ -121,7 +251,7 @@ impl Batch {
                 },
             };
             loaded
-                .accumulate_deferred(batch, targets, accs)?
+                .accumulate_frames(&mut self.feats, dim, targets, accs)?
                 .unwrap_or(0.0)
         };
         self.mode = None;
@@ -144,6 +274,20 @@ impl Batch {
         let like = self.flush(dim, loaded, accs)?;
         Ok(like + loaded.settle(accs)?)
     }
+}
+
+fn check_len(key: &str, feats: &UttFeats<'_>, rows: usize, cols: usize) -> Result<()> {
+    if feats.floats() != rows * cols {
+        return Err(Error::Mismatch(format!(
+            "utterance {key}: {} feature values for {rows} frames of dimension {cols}",
+            feats.floats()
+        )));
+    }
+    Ok(())
+}
+
+fn no_room() -> Error {
+    Error::Engine("batch buffer has no room for an utterance".into())
 }
 
 fn check_dim(key: &str, cols: usize, dim: usize) -> Result<()> {
@@ -196,10 +340,12 @@ impl<'e> AmAccStats<'e> {
     }
 
     /// One utterance with an alignment (transition-ids, one per frame).
-    pub fn add_alignment(
+    /// `feats` borrowed is copied now; owned, it is moved into the batch and
+    /// copied when the batch is sent, with the others in parallel.
+    pub fn add_alignment<'f>(
         &mut self,
         key: &str,
-        feats: &[f32],
+        feats: impl Into<UttFeats<'f>>,
         rows: usize,
         cols: usize,
         ali: &[i32],
@@ -227,17 +373,18 @@ impl<'e> AmAccStats<'e> {
             &mut self.accs,
         )?;
         self.batch.states.extend_from_slice(&pdfs);
-        self.batch.push_feats(feats, rows);
+        self.batch.push_feats(key, feats.into(), rows, self.dim)?;
         Ok(UttOutcome::Done {
             weight: rows as f64,
         })
     }
 
-    /// One utterance with posteriors over transition-ids.
-    pub fn add_posterior(
+    /// One utterance with posteriors over transition-ids (`feats` as in
+    /// [`add_alignment`](Self::add_alignment)).
+    pub fn add_posterior<'f>(
         &mut self,
         key: &str,
-        feats: &[f32],
+        feats: impl Into<UttFeats<'f>>,
         rows: usize,
         cols: usize,
         post: &[Vec<(i32, f32)>],
@@ -276,7 +423,7 @@ impl<'e> AmAccStats<'e> {
             k += frame.len();
             b.offsets.push(b.pairs.len());
         }
-        b.push_feats(feats, rows);
+        b.push_feats(key, feats.into(), rows, self.dim)?;
         Ok(UttOutcome::Done { weight })
     }
 
@@ -341,10 +488,12 @@ impl<'e> GlobalAccStats<'e> {
 
     /// One utterance; `weights` (one per frame) and `gselect` (the
     /// components to use on each frame) as Kaldi's `--weights` / `--gselect`.
-    pub fn add_utterance(
+    /// `feats` borrowed is copied now; owned, it is moved into the batch and
+    /// copied when the batch is sent, with the others in parallel.
+    pub fn add_utterance<'f>(
         &mut self,
         key: &str,
-        feats: &[f32],
+        feats: impl Into<UttFeats<'f>>,
         rows: usize,
         cols: usize,
         weights: Option<&[f32]>,
@@ -368,7 +517,10 @@ impl<'e> GlobalAccStats<'e> {
         }
         check_dim(key, cols, self.dim)?;
         if let Some(g) = gselect {
-            let (like, weight) = self.add_gselect(key, FrameBatch::new(feats, cols), weights, g)?;
+            let feats = feats.into();
+            check_len(key, &feats, rows, cols)?;
+            let (like, weight) =
+                self.add_gselect(key, FrameBatch::new(&feats.slice(), cols), weights, g)?;
             self.like += like;
             return Ok(UttOutcome::Done { weight });
         }
@@ -394,7 +546,7 @@ impl<'e> GlobalAccStats<'e> {
                 w.iter().map(|&x| x as f64).sum()
             }
         };
-        self.batch.push_feats(feats, rows);
+        self.batch.push_feats(key, feats.into(), rows, self.dim)?;
         Ok(UttOutcome::Done { weight })
     }
 
@@ -624,6 +776,92 @@ mod tests {
         }
     }
 
+    /// Utterances that overflow a batch, and one longer than a batch (it
+    /// gets a buffer of its own size): every frame counted once.
+    #[test]
+    fn batches_split_and_long_utterances() {
+        let engine = CpuEngine::new(2).unwrap();
+        let flags = UpdateFlags::default();
+        let lens = [BATCH_FRAMES - 3, 5, BATCH_FRAMES + 7, 2];
+        let total: usize = lens.iter().sum();
+        let data = frames(total, 1.0);
+        let mut acc = GlobalAccStats::new(&engine, &gmm(), flags).unwrap();
+        let mut t = 0;
+        for (u, &n) in lens.iter().enumerate() {
+            let out = acc
+                .add_utterance(
+                    &format!("u{u}"),
+                    &data[2 * t..2 * (t + n)],
+                    n,
+                    2,
+                    None,
+                    None,
+                )
+                .unwrap();
+            assert_eq!(out, UttOutcome::Done { weight: n as f64 });
+            t += n;
+        }
+        let like = acc.take_like().unwrap();
+        let got = acc.into_diag().unwrap();
+        let mut one = ModelAccumulators::zeros(&gmm(), augment(flags));
+        let mut lm = engine.load(&gmm()).unwrap();
+        let want = lm
+            .accumulate(FrameBatch::new(&data, 2), FrameTargets::Global, &mut one)
+            .unwrap();
+        // f32 sub-block sums round differently at batch edges (see above).
+        assert!((like - want).abs() < 1e-6 * want.abs(), "{like} vs {want}");
+        let occ: f64 = got.occupancy.iter().sum();
+        assert!(
+            (occ - total as f64).abs() < 1e-6 * total as f64,
+            "{occ} of {total}"
+        );
+        close(&got.occupancy, &one.states[0].occupancy, 4e-6);
+        close(&got.mean_accs, &one.states[0].mean_acc, 4e-6);
+    }
+
+    /// Owned utterances wait and are copied in together; a borrowed one
+    /// after them must still come after them. Per-frame weights make the
+    /// statistics depend on the frame order, so mixing owned and borrowed
+    /// inputs must give the bits of all borrowed.
+    #[test]
+    fn owned_and_borrowed_utterances_keep_their_order() {
+        let engine = CpuEngine::new(2).unwrap();
+        let flags = UpdateFlags::default();
+        let lens = [3usize, 40, 1, 17, 9, 250];
+        let run = |owned: &dyn Fn(usize) -> bool| {
+            let mut acc = GlobalAccStats::new(&engine, &gmm(), flags).unwrap();
+            for (u, &n) in lens.iter().enumerate() {
+                let f = frames(n, u as f32);
+                let w: Vec<f32> = (0..n).map(|t| ((t * 7 + u) % 5) as f32 * 0.25).collect();
+                let feats = if owned(u) {
+                    UttFeats::Owned(f.clone())
+                } else {
+                    UttFeats::Borrowed(&f)
+                };
+                acc.add_utterance("u", feats, n, 2, Some(&w), None).unwrap();
+            }
+            let like = acc.take_like().unwrap();
+            (like, acc.into_diag().unwrap())
+        };
+        let borrowed = run(&|_| false);
+        let patterns: [&dyn Fn(usize) -> bool; 3] = [&|u| u % 2 == 0, &|u| u != 3, &|_| true];
+        for pattern in patterns {
+            let mixed = run(pattern);
+            assert_eq!(mixed.0.to_bits(), borrowed.0.to_bits());
+            assert_eq!(mixed.1.mean_accs, borrowed.1.mean_accs);
+            assert_eq!(mixed.1.var_accs, borrowed.1.var_accs);
+        }
+        // The frame order matters here: reversed utterances differ.
+        let mut acc = GlobalAccStats::new(&engine, &gmm(), flags).unwrap();
+        for (u, &n) in lens.iter().enumerate().rev() {
+            let w: Vec<f32> = (0..n).map(|t| ((t * 7 + u) % 5) as f32 * 0.25).collect();
+            let f = frames(n, (lens.len() - 1 - u) as f32);
+            acc.add_utterance("u", f, n, 2, Some(&w), None).unwrap();
+        }
+        acc.take_like().unwrap();
+        assert_ne!(acc.into_diag().unwrap().mean_accs, borrowed.1.mean_accs);
+    }
+
     #[test]
     fn per_utterance_problems_and_fatal_errors() {
         let engine = CpuEngine::new(1).unwrap();
@@ -643,5 +881,23 @@ mod tests {
         );
         let e = g.add_utterance("u", &f[..3], 1, 3, None, None).unwrap_err();
         assert!(e.to_string().contains("dimension 3"), "{e}");
+        // Values that are not rows × cols: an error naming the utterance,
+        // for queued (owned) and gselect inputs alike.
+        let e = g
+            .add_utterance("v", f[..5].to_vec(), 3, 2, None, None)
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("utterance v: 5 feature values for 3 frames"),
+            "{e}"
+        );
+        let all = vec![vec![0, 1, 2]; 3];
+        let e = g
+            .add_utterance("w", &f[..4], 3, 2, None, Some(&all))
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("utterance w: 4 feature values"),
+            "{e}"
+        );
     }
 }

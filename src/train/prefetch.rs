@@ -2,48 +2,128 @@
 //! decompressing) the next utterances overlaps the engine's work on the
 //! current batch: the statistics of a feature ark on disk then take about
 //! the longer of the two, not their sum. Entries come out in table order.
+//!
+//! [`PrefetchedFeats`] decodes every entry into a [`Matrix`].
+//! [`SharedFeats`] keeps binary float matrices of a memory-mapped archive as
+//! parts of the map ([`Features::Shared`]): the reading thread only parses
+//! headers, and the frames are copied once, later, straight into the
+//! engine's batch (in parallel). Other entries (compressed, text, scripts,
+//! pipes) are decoded as by [`PrefetchedFeats`].
 
 use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use amtool_formats::kaldi::matrix::Matrix;
+use amtool_formats::kaldi::files::InputData;
+use amtool_formats::kaldi::holder::Holder;
+use amtool_formats::kaldi::io::Reader;
+use amtool_formats::kaldi::matrix::{Matrix, RawMatrix, SharedMatrix};
 use amtool_formats::kaldi::table::SequentialTableReader;
 
-type Entry = (String, Matrix<f32>);
+type Table = SequentialTableReader<Matrix<f32>>;
+type Item<T> = Result<(String, T), amtool_formats::Error>;
 
-/// A feature rspecifier being read ahead.
-pub struct PrefetchedFeats {
+/// A feature rspecifier being read ahead, entries decoded to `T`.
+pub struct Prefetched<T> {
     name: String,
-    rx: Receiver<Result<Entry, amtool_formats::Error>>,
+    rx: Receiver<Item<T>>,
     worker: Option<JoinHandle<()>>,
+}
+
+/// Entries decoded into matrices.
+pub type PrefetchedFeats = Prefetched<Matrix<f32>>;
+/// Entries kept in the mapped archive where they can be.
+pub type SharedFeats = Prefetched<Features>;
+
+/// One utterance's features: decoded, or a part of the mapped archive.
+#[derive(Debug, Clone)]
+pub enum Features {
+    Matrix(Matrix<f32>),
+    Shared(SharedMatrix),
+}
+
+impl Features {
+    pub fn rows(&self) -> usize {
+        match self {
+            Features::Matrix(m) => m.rows(),
+            Features::Shared(m) => m.rows(),
+        }
+    }
+
+    pub fn cols(&self) -> usize {
+        match self {
+            Features::Matrix(m) => m.cols(),
+            Features::Shared(m) => m.cols(),
+        }
+    }
 }
 
 /// Utterances read ahead of the consumer.
 const DEPTH: usize = 64;
 
-impl PrefetchedFeats {
+impl Prefetched<Matrix<f32>> {
     /// Opens `rspecifier` here (so a bad specifier or missing file is
     /// reported at once) and reads it on a worker thread.
     pub fn open(rspecifier: &str) -> Result<Self, amtool_formats::Error> {
-        let mut reader = SequentialTableReader::<Matrix<f32>>::open(rspecifier)?;
+        Self::spawn(rspecifier, |r| r.next_entry())
+    }
+}
+
+impl Prefetched<Features> {
+    /// As [`PrefetchedFeats::open`], entries as [`Features`].
+    pub fn open(rspecifier: &str) -> Result<Self, amtool_formats::Error> {
+        let mut whole: Option<Option<Arc<InputData>>> = None;
+        Self::spawn(rspecifier, move |r| {
+            let w = whole.get_or_insert_with(|| r.shared_input()).clone();
+            r.next_with(|_, rd| read_features(rd, w.as_ref()))
+        })
+    }
+}
+
+/// A binary `FM` matrix inside `whole` as a part of it; anything else decoded.
+fn read_features(
+    r: &mut Reader<'_>,
+    whole: Option<&Arc<InputData>>,
+) -> amtool_formats::Result<Features> {
+    if let Some(w) = whole {
+        let at = r.pos();
+        if r.read_kaldi_header()? && r.peek_token().ok() == Some("FM") {
+            let raw = RawMatrix::read(r)?;
+            if let Some(m) = SharedMatrix::new(w, &raw) {
+                return Ok(Features::Shared(m));
+            }
+            return raw.to_matrix().map(Features::Matrix);
+        }
+        r.set_pos(at);
+    }
+    Matrix::<f32>::read_holder(r).map(Features::Matrix)
+}
+
+impl<T: Send + 'static> Prefetched<T> {
+    fn spawn(
+        rspecifier: &str,
+        mut next: impl FnMut(&mut Table) -> Result<Option<(String, T)>, amtool_formats::Error>
+            + Send
+            + 'static,
+    ) -> Result<Self, amtool_formats::Error> {
+        let mut reader = Table::open(rspecifier)?;
         let (tx, rx) = sync_channel(DEPTH);
         let worker = std::thread::Builder::new()
             .name("amtool-read".into())
             .spawn(move || loop {
-                let next = reader.next_entry();
-                let stop = !matches!(next, Ok(Some(_)));
-                let item = match next {
+                let item = match next(&mut reader) {
                     Ok(Some(e)) => Ok(e),
                     Ok(None) => break,
                     Err(e) => Err(e),
                 };
+                let stop = item.is_err();
                 // A closed channel means the consumer stopped early.
                 if tx.send(item).is_err() || stop {
                     break;
                 }
             })
             .map_err(|e| amtool_formats::Error::io(rspecifier, e))?;
-        Ok(PrefetchedFeats {
+        Ok(Prefetched {
             name: rspecifier.to_string(),
             rx,
             worker: Some(worker),
@@ -51,7 +131,7 @@ impl PrefetchedFeats {
     }
 
     /// The next (key, features) entry, `None` at the end of the table.
-    pub fn next_entry(&mut self) -> Result<Option<Entry>, amtool_formats::Error> {
+    pub fn next_entry(&mut self) -> Result<Option<(String, T)>, amtool_formats::Error> {
         match self.rx.recv() {
             Ok(Ok(e)) => Ok(Some(e)),
             Ok(Err(e)) => Err(e),
@@ -63,5 +143,60 @@ impl PrefetchedFeats {
                 _ => Ok(None),
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use amtool_formats::kaldi::table::TableWriter;
+
+    fn all<T: Send + 'static>(mut p: Prefetched<T>) -> Vec<(String, T)> {
+        let mut v = Vec::new();
+        while let Some(e) = p.next_entry().unwrap() {
+            v.push(e);
+        }
+        v
+    }
+
+    /// Binary float matrices of an archive come out as parts of its map,
+    /// with the decoded values; through a script they are decoded.
+    #[test]
+    fn archive_matrices_are_shared_script_ones_decoded() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ark, scp) = (dir.path().join("f.ark"), dir.path().join("f.scp"));
+        let spec = format!("ark,scp:{},{}", ark.display(), scp.display());
+        let mut w = TableWriter::<Matrix<f32>>::open(&spec).unwrap();
+        let mats: Vec<Matrix<f32>> = (0..3)
+            .map(|u| {
+                let v = (0..(u + 1) * 4)
+                    .map(|i| i as f32 * 0.5 - u as f32)
+                    .collect();
+                Matrix::from_vec(u + 1, 4, v).unwrap()
+            })
+            .collect();
+        for (u, m) in mats.iter().enumerate() {
+            w.write(&format!("u{u}"), m).unwrap();
+        }
+        w.close().unwrap();
+        let shared = all(SharedFeats::open(&format!("ark:{}", ark.display())).unwrap());
+        let decoded = all(SharedFeats::open(&format!("scp:{}", scp.display())).unwrap());
+        assert_eq!((shared.len(), decoded.len()), (3, 3));
+        for (u, m) in mats.iter().enumerate() {
+            let (k, Features::Shared(s)) = &shared[u] else {
+                panic!("utterance {u} of the archive was not shared");
+            };
+            assert_eq!(k, &format!("u{u}"));
+            assert_eq!(&s.raw().to_matrix::<f32>().unwrap(), m);
+            let Features::Matrix(d) = &decoded[u].1 else {
+                panic!("a script entry was shared");
+            };
+            assert_eq!(d, m);
+        }
+        let plain = all(PrefetchedFeats::open(&format!("ark:{}", ark.display())).unwrap());
+        assert_eq!(
+            plain.iter().map(|e| &e.1).collect::<Vec<_>>(),
+            mats.iter().collect::<Vec<_>>()
+        );
     }
 }

@@ -201,6 +201,12 @@ impl ByteSource {
         &self.name
     }
 
+    /// The whole input, when it is held in memory at once (a mapped file or
+    /// a stream read to its end).
+    pub fn shared_input(&self) -> Option<Arc<InputData>> {
+        self.whole.clone()
+    }
+
     /// The unconsumed bytes visible now, their offset in the input, and
     /// whether they run to the end of the input. A stream's window ends after
     /// its last newline until the stream is exhausted, so line-based text

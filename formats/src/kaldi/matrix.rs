@@ -17,7 +17,9 @@
 
 use std::fmt::Debug;
 use std::io::{self, Write};
+use std::sync::Arc;
 
+use super::files::InputData;
 use super::io::{fmt_g_into, is_space, Reader, Writer};
 use super::object::KaldiObject;
 use crate::error::Result;
@@ -765,6 +767,64 @@ impl<'a> RawMatrix<'a> {
             cols: self.cols,
             data,
         })
+    }
+}
+
+/// A binary `FM`/`DM` matrix kept inside its shared input (a memory-mapped
+/// archive) without copying: the handle keeps the bytes alive, so the
+/// matrix can be passed between threads and copied out later, once, where
+/// it is needed.
+#[derive(Clone)]
+pub struct SharedMatrix {
+    input: Arc<InputData>,
+    start: usize,
+    rows: usize,
+    cols: usize,
+    kind: FloatKind,
+}
+
+impl SharedMatrix {
+    /// `raw` as a part of `input`, or `None` when its bytes lie elsewhere.
+    pub fn new(input: &Arc<InputData>, raw: &RawMatrix<'_>) -> Option<Self> {
+        let base = input.as_ptr() as usize;
+        let at = raw.data.as_ptr() as usize;
+        let start = at.checked_sub(base)?;
+        (start.checked_add(raw.data.len())? <= input.len()).then(|| SharedMatrix {
+            input: input.clone(),
+            start,
+            rows: raw.rows,
+            cols: raw.cols,
+            kind: raw.kind,
+        })
+    }
+
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// The matrix as a view of its bytes.
+    pub fn raw(&self) -> RawMatrix<'_> {
+        let size = if self.kind == FloatKind::F32 { 4 } else { 8 };
+        RawMatrix {
+            rows: self.rows,
+            cols: self.cols,
+            kind: self.kind,
+            data: &self.input[self.start..self.start + self.rows * self.cols * size],
+        }
+    }
+}
+
+impl Debug for SharedMatrix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "SharedMatrix({} x {} {:?} at byte {})",
+            self.rows, self.cols, self.kind, self.start
+        )
     }
 }
 

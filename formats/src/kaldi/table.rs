@@ -238,6 +238,17 @@ pub struct SequentialTableReader<H> {
 }
 
 impl<H: Holder> SequentialTableReader<H> {
+    /// The whole input an archive is read from, when it is held in memory
+    /// (a memory-mapped file): objects parsed from it can be kept as parts
+    /// of it ([`SharedMatrix`](super::matrix::SharedMatrix)) instead of
+    /// copied. `None` for scripts.
+    pub fn shared_input(&self) -> Option<Arc<InputData>> {
+        match &self.inner {
+            SeqImpl::Archive(a) => a.src.shared_input(),
+            SeqImpl::Script { .. } => None,
+        }
+    }
+
     pub fn open(rspecifier: &str) -> Result<Self> {
         let spec = RSpecifier::parse(rspecifier).map_err(spec_error)?;
         let inner = match spec.kind {
@@ -643,6 +654,54 @@ mod tests {
                 .collect::<Result<_>>()
                 .unwrap();
         assert_eq!(all[0].1, mat(1, 2, 1.0));
+    }
+
+    /// Matrices of a mapped archive kept as parts of the map: the same
+    /// values as decoded, usable after the reader is gone; scripts offer no
+    /// shared input.
+    #[test]
+    fn shared_matrices_of_a_mapped_archive() {
+        use crate::kaldi::matrix::{RawMatrix, SharedMatrix};
+        let dir = tempfile::tempdir().unwrap();
+        let ark = dir.path().join("a.ark");
+        let scp = dir.path().join("a.scp");
+        let ws = format!("ark,scp:{},{}", ark.display(), scp.display());
+        let mut w = TableWriter::<Matrix<f32>>::open(&ws).unwrap();
+        let m1 = Matrix::from_vec(2, 3, vec![1.0, -2.0, 3.5, 4.0, 5.0, 6.25]).unwrap();
+        w.write("u1", &m1).unwrap();
+        w.write("u2", &mat(1, 3, 2.0)).unwrap();
+        w.close().unwrap();
+        let mut r =
+            SequentialTableReader::<Matrix<f32>>::open(&format!("ark:{}", ark.display())).unwrap();
+        let whole = r.shared_input().expect("a mapped archive");
+        let mut kept = Vec::new();
+        while let Some((k, m)) = r
+            .next_with(|_, rd| {
+                assert!(rd.read_kaldi_header()?, "binary");
+                let raw = RawMatrix::read(rd)?;
+                Ok(SharedMatrix::new(&whole, &raw).expect("inside the map"))
+            })
+            .unwrap()
+        {
+            kept.push((k, m));
+        }
+        drop(r);
+        assert_eq!(kept.len(), 2);
+        assert_eq!((kept[0].1.rows(), kept[0].1.cols()), (2, 3));
+        assert_eq!(kept[0].1.raw().to_matrix::<f32>().unwrap(), m1);
+        assert_eq!(kept[1].1.raw().to_matrix::<f32>().unwrap(), mat(1, 3, 2.0));
+        // Bytes from elsewhere are not a part of the input.
+        let other = [0u8; 12];
+        let raw = RawMatrix {
+            rows: 1,
+            cols: 3,
+            kind: crate::kaldi::matrix::FloatKind::F32,
+            data: &other,
+        };
+        assert!(SharedMatrix::new(&whole, &raw).is_none());
+        let s =
+            SequentialTableReader::<Matrix<f32>>::open(&format!("scp:{}", scp.display())).unwrap();
+        assert!(s.shared_input().is_none());
     }
 
     #[test]

@@ -17,12 +17,13 @@ pub mod compile;
 pub mod estep16;
 pub mod model;
 mod operands;
+mod pinned;
 pub mod plan;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, PinnedHostSlice};
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
 
 use crate::engine::{Engine, LoadedModel};
 use crate::model::AcousticModel;
@@ -73,9 +74,8 @@ pub struct CudaEngine {
     /// `AMTOOL_CUDA_TC` ("0": FP32 kernels only; see `KernelShape::for_device`).
     tc: String,
     kernels: Mutex<HashMap<KernelShape, Arc<Kernels>>>,
-    /// Pinned staging buffers of models dropped, kept for the next model
-    /// (page-locking tens of MB takes milliseconds).
-    pinned: Mutex<Vec<PinnedHostSlice<f32>>>,
+    /// Page-locked buffers of models dropped, kept for the next model.
+    pub(crate) pinned: Arc<pinned::PinnedPool>,
 }
 
 fn driver_err(what: &str) -> impl Fn(cudarc::driver::DriverError) -> Error + '_ {
@@ -135,6 +135,7 @@ impl CudaEngine {
         let stream = ctx.new_stream().map_err(driver_err("stream"))?;
         let copy_stream = ctx.new_stream().map_err(driver_err("stream"))?;
         compile::nvrtc_version()?;
+        let pinned = Arc::new(pinned::PinnedPool::new(ctx.clone()));
         Ok(CudaEngine {
             ctx,
             stream,
@@ -143,7 +144,7 @@ impl CudaEngine {
             cc,
             tc: std::env::var("AMTOOL_CUDA_TC").unwrap_or_default(),
             kernels: Mutex::new(HashMap::new()),
-            pinned: Mutex::new(Vec::new()),
+            pinned,
         })
     }
 
@@ -159,31 +160,6 @@ impl CudaEngine {
             .attribute(SMS)
             .map(|n| n.max(1) as usize)
             .unwrap_or(1)
-    }
-
-    /// A pinned host buffer of `len` to `2 len` floats: one kept from a dropped
-    /// model, or a new one. Its contents are whatever was there.
-    pub(crate) fn take_pinned(&self, len: usize) -> Result<PinnedHostSlice<f32>> {
-        if let Ok(mut pool) = self.pinned.lock() {
-            // Not much larger: a copy moves the whole buffer.
-            if let Some(i) = pool
-                .iter()
-                .position(|b| b.len() >= len && b.len() <= 2 * len)
-            {
-                return Ok(pool.swap_remove(i));
-            }
-        }
-        // SAFETY: callers write before they read (the streaming stage).
-        unsafe { self.ctx.alloc_pinned::<f32>(len) }.map_err(driver_err("allocating pinned memory"))
-    }
-
-    /// Keep `buf` for a later [`take_pinned`](Self::take_pinned) (at most four).
-    pub(crate) fn give_pinned(&self, buf: PinnedHostSlice<f32>) {
-        if let Ok(mut pool) = self.pinned.lock() {
-            if pool.len() < 4 {
-                pool.push(buf);
-            }
-        }
     }
 
     /// Free and total device memory in bytes.

@@ -9,8 +9,11 @@
 //!   statistics and per-component log-likelihoods, where the frames of one
 //!   state are scored against that state only.
 //!
-//! Features stream through two pinned host buffers and two device buffers:
-//! the copy of chunk i+1 (on its own stream) overlaps the kernels of chunk i.
+//! Features stream through two device buffers: the copy of chunk i+1 (on its
+//! own stream) overlaps the kernels of chunk i. The copies read page-locked
+//! memory: a batch the caller wrote into memory this model lent
+//! ([`LoadedModel::host_frames`]) is copied from there; frames in ordinary
+//! memory are first copied into two page-locked halves of the model's own.
 //! Statistics: per chunk, the kernels write per-item partial sums that a
 //! reduction adds in item order, in f64, into device accumulators; the host
 //! adds those into the caller's [`ModelAccumulators`] at the end. The chunk
@@ -18,20 +21,20 @@
 //! a call of fewer frames is cut in two halves), so the same inputs give the
 //! same bits run after run.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use cudarc::driver::{
-    CudaEvent, CudaSlice, CudaStream, CudaView, LaunchConfig, PinnedHostSlice, PushKernelArg,
-};
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, CudaView, LaunchConfig, PushKernelArg};
 
 use super::compile::KernelShape;
 use super::estep16::{self, Estep16};
 use super::operands::to_fragments;
+use super::pinned::PinnedBuf;
 use super::plan::{self, PlanShape};
 use super::{driver_err, CudaEngine, Kernels};
-use crate::engine::{FrameBatch, FrameTargets, LoadedModel};
+use crate::engine::{FrameBatch, FrameTargets, HostFrames, LoadedModel};
 use crate::model::{AcousticModel, CovKind};
 use crate::stats::ModelAccumulators;
 use crate::{Error, Result};
@@ -62,11 +65,26 @@ struct StateDev {
     ng: CudaSlice<i32>,
 }
 
-/// Streaming buffers: two pinned host buffers and two device buffers.
+/// Streaming buffers: two device buffers of `frames` frames, and two
+/// page-locked halves for frames that come in ordinary memory (made on first
+/// use).
 struct Stream {
     frames: usize,
-    pinned: [PinnedHostSlice<f32>; 2],
+    pinned: Option<[PinnedBuf; 2]>,
     dev: [CudaSlice<f32>; 2],
+}
+
+/// Batch buffers lent to callers whose copies may still be reading them: the
+/// caller fills one while these are copied, and the oldest is lent again.
+const LENT_IN_FLIGHT: usize = 2;
+
+/// Where the frames of a statistics call are.
+#[derive(Clone, Copy, PartialEq)]
+enum Source {
+    /// Ordinary memory: staged through the model's page-locked halves.
+    Plain,
+    /// Page-locked memory this model lent: copied from where it is.
+    Lent,
 }
 
 /// A model on the GPU.
@@ -90,6 +108,8 @@ pub struct CudaModel<'e> {
     zq: Option<CudaSlice<f32>>,
     /// Statistics of `accumulate_deferred` calls not yet settled.
     pending: Option<Pending>,
+    /// Batch buffers given back by `accumulate_frames`, oldest first.
+    lent: VecDeque<PinnedBuf>,
     /// State 0 laid out for the FP16 E-step (global statistics).
     e16: Option<Estep16>,
     /// Chunks of the current (or last) statistics call that took the FP16 E-step.
@@ -192,6 +212,7 @@ impl<'e> CudaModel<'e> {
             split_part: None,
             zq: None,
             pending: None,
+            lent: VecDeque::new(),
             e16: None,
             e16_chunks: 0,
             e16_min_gaussians: estep16::MIN_GAUSSIANS,
@@ -384,67 +405,70 @@ impl<'e> CudaModel<'e> {
         if self.streaming.as_ref().is_some_and(|s| s.frames >= frames) {
             return Ok(());
         }
-        self.release_streaming();
+        self.streaming = None;
         let n = frames * self.model.dim;
         let e = driver_err("allocating streaming buffers");
-        let pinned = [self.eng.take_pinned(n)?, self.eng.take_pinned(n)?];
-        // The copies move whole pinned buffers: device buffers of their length.
         let dev = [
-            self.eng
-                .stream
-                .alloc_zeros::<f32>(pinned[0].len())
-                .map_err(&e)?,
-            self.eng
-                .stream
-                .alloc_zeros::<f32>(pinned[1].len())
-                .map_err(&e)?,
+            self.eng.stream.alloc_zeros::<f32>(n).map_err(&e)?,
+            self.eng.stream.alloc_zeros::<f32>(n).map_err(&e)?,
         ];
         self.streaming = Some(Stream {
             frames,
-            pinned,
+            pinned: None,
             dev,
         });
         Ok(())
     }
 
-    /// Give the streaming buffers' pinned halves back to the engine's pool.
-    fn release_streaming(&mut self) {
-        if let Some(st) = self.streaming.take() {
-            let [a, b] = st.pinned;
-            self.eng.give_pinned(a);
-            self.eng.give_pinned(b);
-        }
-    }
-
-    /// Copy frames `[c0, c1)` into streaming buffer `b` (on the copy stream);
-    /// with `want_max`, also returns the largest |x_d| of those frames.
+    /// Copy frames `[c0, c1)` into streaming buffer `b` (on the copy stream):
+    /// from where they are when `src` is memory this model lent, else through
+    /// page-locked half `b`. With `want_max`, also returns the largest |x_d|
+    /// of those frames (taken while the copy runs, or while staging).
     fn stage(
         &mut self,
         feats: &FrameBatch<'_>,
         c0: usize,
         c1: usize,
         b: usize,
+        src: Source,
         want_max: bool,
     ) -> Result<Option<Vec<f32>>> {
         let d = feats.dim;
+        let eng = self.eng;
         let st = self
             .streaming
             .as_mut()
             .ok_or_else(|| Error::Engine("streaming buffers missing".into()))?;
-        let host = st.pinned[b]
-            .as_mut_slice()
-            .map_err(driver_err("pinned buffer"))?;
-        let src = &feats.data[c0 * d..c1 * d];
+        let rows = &feats.data[c0 * d..c1 * d];
+        let mut dst = st.dev[b].slice_mut(0..rows.len());
+        let e = driver_err("copying features");
+        if src == Source::Lent {
+            eng.copy_stream.memcpy_htod(rows, &mut dst).map_err(&e)?;
+            return Ok(want_max.then(|| estep16::abs_max(rows, d)));
+        }
+        if st.pinned.is_none() {
+            let n = st.frames * d;
+            st.pinned = Some([
+                PinnedBuf::new(&eng.pinned, n)?,
+                PinnedBuf::new(&eng.pinned, n)?,
+            ]);
+        }
+        let Some(half) = st.pinned.as_mut().map(|p| &mut p[b]) else {
+            return Err(Error::Engine("streaming buffers missing".into()));
+        };
+        let host = &mut half.writable()?[..rows.len()];
         let xmax = if want_max {
-            Some(estep16::copy_abs_max(src, host, d))
+            Some(estep16::copy_abs_max(rows, host, d))
         } else {
-            host[..src.len()].copy_from_slice(src);
+            host.copy_from_slice(rows);
             None
         };
-        self.eng
+        let copy = eng
             .copy_stream
-            .memcpy_htod(&st.pinned[b], &mut st.dev[b])
-            .map_err(driver_err("copying features"))?;
+            .memcpy_htod(&half.as_slice()[..rows.len()], &mut dst);
+        // Recorded even after a failed copy: what was enqueued is waited for.
+        half.copies_enqueued(&eng.copy_stream)?;
+        copy.map_err(&e)?;
         Ok(xmax)
     }
 
@@ -952,13 +976,6 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
-impl Drop for CudaModel<'_> {
-    /// The pinned staging buffers go back to the engine for the next model.
-    fn drop(&mut self) {
-        self.release_streaming();
-    }
-}
-
 impl LoadedModel for CudaModel<'_> {
     fn num_states(&self) -> usize {
         self.state_ng.len()
@@ -1109,6 +1126,86 @@ impl LoadedModel for CudaModel<'_> {
         targets: FrameTargets<'_>,
         acc: &mut ModelAccumulators,
     ) -> Result<Option<f64>> {
+        self.deferred(feats, targets, acc, Source::Plain)
+    }
+
+    fn host_frames(&mut self, floats: usize) -> Result<HostFrames> {
+        // The oldest buffer given back is lent again once enough are in
+        // flight (a smaller one goes back to the engine's pool).
+        let old = if self.lent.len() >= LENT_IN_FLIGHT {
+            self.lent.pop_front().filter(|b| b.len() >= floats)
+        } else {
+            None
+        };
+        let mut buf = match old {
+            Some(b) => b,
+            None => PinnedBuf::new(&self.eng.pinned, floats)?,
+        };
+        buf.wait()?;
+        Ok(HostFrames::lent(Box::new(buf)))
+    }
+
+    fn accumulate_frames(
+        &mut self,
+        frames: &mut HostFrames,
+        dim: usize,
+        targets: FrameTargets<'_>,
+        acc: &mut ModelAccumulators,
+    ) -> Result<Option<f64>> {
+        let Some((mem, len)) = frames.take_lent() else {
+            let r = self.deferred(
+                FrameBatch::new(frames.as_slice(), dim),
+                targets,
+                acc,
+                Source::Plain,
+            );
+            frames.clear();
+            return r;
+        };
+        let Ok(buf) = mem.into_any().downcast::<PinnedBuf>() else {
+            return Err(Error::Engine(
+                "a batch buffer lent by another engine was passed to the CUDA engine".into(),
+            ));
+        };
+        let mut buf = *buf;
+        let data = buf.as_slice().get(..len).ok_or_else(|| {
+            Error::Engine(format!(
+                "batch of {len} floats in a buffer of {}",
+                buf.len()
+            ))
+        })?;
+        if dim == 0 || len % dim != 0 {
+            return Err(Error::Mismatch(format!(
+                "statistics: {len} floats are not whole frames of dimension {dim}"
+            )));
+        }
+        let r = self.deferred(FrameBatch::new(data, dim), targets, acc, Source::Lent);
+        // Whatever was enqueued before an error is waited for as well.
+        let mark = buf.copies_enqueued(&self.eng.copy_stream);
+        let cap = buf.len();
+        self.lent.push_back(buf);
+        mark?;
+        *frames = self.host_frames(cap)?;
+        r
+    }
+
+    fn settle(&mut self, acc: &mut ModelAccumulators) -> Result<f64> {
+        match self.pending.take() {
+            None => Ok(0.0),
+            Some(p) => self.finish_stats(p.acc64, &p.total, p.weight, acc),
+        }
+    }
+}
+
+impl CudaModel<'_> {
+    /// `accumulate_deferred` of frames in `src` memory.
+    fn deferred(
+        &mut self,
+        feats: FrameBatch<'_>,
+        targets: FrameTargets<'_>,
+        acc: &mut ModelAccumulators,
+        src: Source,
+    ) -> Result<Option<f64>> {
         check_dim("statistics", feats.dim, self.model.dim)?;
         self.check_acc(acc)?;
         plan::validate(&targets, feats.frames, self.state_ng.len())?;
@@ -1131,28 +1228,20 @@ impl LoadedModel for CudaModel<'_> {
                 }
             }
         };
-        let r = self.enqueue_stats(&feats, &targets, &mut pend);
+        let r = self.enqueue_stats(&feats, &targets, src, &mut pend);
         // Kept even after an error: what was enqueued before it is settled
         // (or dropped) with the rest.
         self.pending = Some(pend);
         r.map(|()| None)
     }
 
-    fn settle(&mut self, acc: &mut ModelAccumulators) -> Result<f64> {
-        match self.pending.take() {
-            None => Ok(0.0),
-            Some(p) => self.finish_stats(p.acc64, &p.total, p.weight, acc),
-        }
-    }
-}
-
-impl CudaModel<'_> {
     /// Enqueue the statistics of a batch into `pend`, chunk by chunk through
     /// the streaming buffers.
     fn enqueue_stats(
         &mut self,
         feats: &FrameBatch<'_>,
         targets: &FrameTargets<'_>,
+        src: Source,
         pend: &mut Pending,
     ) -> Result<()> {
         self.ensure_states()?;
@@ -1171,7 +1260,7 @@ impl CudaModel<'_> {
         for (ci, c0) in (0..feats.frames).step_by(nf).enumerate() {
             let c1 = (c0 + nf).min(feats.frames);
             let b = ci % 2;
-            let xmax = self.stage(feats, c0, c1, b, want_max)?;
+            let xmax = self.stage(feats, c0, c1, b, src, want_max)?;
             // The kernels of this chunk wait for its copy here, before their
             // timing event, so the kernel time excludes the copy (which
             // overlaps the previous chunk's kernels).

@@ -1,0 +1,160 @@
+//! Page-locked host memory, from which the device copies asynchronously.
+//!
+//! - [`PinnedPool`]: the engine's buffers of models dropped, kept for the
+//!   next model (page-locking tens of MB takes milliseconds).
+//! - [`PinnedBuf`]: one pooled buffer and the event after the last copy
+//!   from it. Copies take sub-ranges of it as plain slices (the driver sees
+//!   page-locked memory and copies asynchronously), so the buffer carries
+//!   its own event: [`PinnedBuf::wait`] comes before the host writes it
+//!   again, and before it goes back to the pool. It serves as a streaming
+//!   half of a model and as the memory lent to callers for a batch of
+//!   frames ([`crate::engine::HostFrames`]).
+
+use std::any::Any;
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::{CudaContext, CudaEvent, CudaStream, PinnedHostSlice};
+
+use super::driver_err;
+use crate::engine::LentMemory;
+use crate::Result;
+
+/// Buffers kept at most: two streaming halves and three batch buffers of
+/// one model, with room to spare.
+const MAX_POOLED: usize = 8;
+
+pub(crate) struct PinnedPool {
+    ctx: Arc<CudaContext>,
+    bufs: Mutex<Vec<PinnedHostSlice<f32>>>,
+}
+
+impl PinnedPool {
+    pub fn new(ctx: Arc<CudaContext>) -> Self {
+        PinnedPool {
+            ctx,
+            bufs: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// A buffer of `len` to `2 len` floats: a pooled one, or a new one. Its
+    /// contents are whatever was there.
+    fn take(&self, len: usize) -> Result<PinnedHostSlice<f32>> {
+        if let Ok(mut pool) = self.bufs.lock() {
+            if let Some(i) = pool
+                .iter()
+                .position(|b| b.len() >= len && b.len() <= 2 * len)
+            {
+                return Ok(pool.swap_remove(i));
+            }
+        }
+        // SAFETY: f32 has no invalid bit patterns; users write before they
+        // read (a batch's frames, a streamed chunk).
+        unsafe { self.ctx.alloc_pinned::<f32>(len.max(1)) }
+            .map_err(driver_err("allocating pinned memory"))
+    }
+
+    fn give(&self, buf: PinnedHostSlice<f32>) {
+        if let Ok(mut pool) = self.bufs.lock() {
+            if pool.len() < MAX_POOLED {
+                pool.push(buf);
+            }
+        }
+    }
+}
+
+/// A pooled page-locked buffer (see the module notes).
+pub(crate) struct PinnedBuf {
+    buf: Option<PinnedHostSlice<f32>>,
+    ptr: *mut f32,
+    len: usize,
+    /// Recorded on the copy stream after the last copy from this buffer.
+    copied: Option<CudaEvent>,
+    pool: Arc<PinnedPool>,
+}
+
+// SAFETY: `ptr` points into `buf`, which is Send; the host touches the
+// memory only through `&self` / `&mut self`.
+unsafe impl Send for PinnedBuf {}
+
+impl PinnedBuf {
+    /// At least `floats` floats from `pool`.
+    pub fn new(pool: &Arc<PinnedPool>, floats: usize) -> Result<Self> {
+        let mut buf = pool.take(floats)?;
+        let ptr = buf.as_mut_ptr().map_err(driver_err("pinned memory"))?;
+        Ok(PinnedBuf {
+            len: buf.len(),
+            buf: Some(buf),
+            ptr,
+            copied: None,
+            pool: pool.clone(),
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Wait until the copies from this buffer have read it.
+    pub fn wait(&mut self) -> Result<()> {
+        if let Some(ev) = self.copied.take() {
+            ev.synchronize().map_err(driver_err("waiting for a copy"))?;
+        }
+        Ok(())
+    }
+
+    /// Mark the copies enqueued on `stream` so far as readers of this
+    /// buffer: the host waits for them before writing it again.
+    pub fn copies_enqueued(&mut self, stream: &CudaStream) -> Result<()> {
+        self.copied = Some(
+            stream
+                .record_event(None)
+                .map_err(driver_err("recording a copy"))?,
+        );
+        Ok(())
+    }
+
+    pub fn as_slice(&self) -> &[f32] {
+        // SAFETY: `ptr` and `len` are those of `buf`, alive as long as self.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+
+    /// The memory for writing: waits for the copies still reading it first.
+    pub fn writable(&mut self) -> Result<&mut [f32]> {
+        self.wait()?;
+        // SAFETY: as in `as_slice`; no copy reads it any more.
+        Ok(unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) })
+    }
+}
+
+impl Drop for PinnedBuf {
+    /// Back to the pool once no copy reads it (a buffer whose copy cannot
+    /// be waited for is freed instead: the driver waits for it then).
+    fn drop(&mut self) {
+        let done = self.wait().is_ok();
+        if let Some(buf) = self.buf.take() {
+            if done {
+                self.pool.give(buf);
+            }
+        }
+    }
+}
+
+impl LentMemory for PinnedBuf {
+    fn as_slice(&self) -> &[f32] {
+        PinnedBuf::as_slice(self)
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [f32] {
+        // A buffer is lent only after `wait` (see `CudaModel::host_frames`),
+        // so no copy reads it while the caller writes; the wait here is a
+        // second guard and costs nothing when the copies are done.
+        match self.writable() {
+            Ok(s) => s,
+            Err(_) => &mut [],
+        }
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+}
