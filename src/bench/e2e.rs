@@ -1,9 +1,12 @@
 //! The end-to-end statistics case: EM statistics of a global GMM over a
 //! binary feature ark on disk, through the same library path as
-//! `amtool acc-stats` (gmm-global-acc-stats): read-ahead table reader →
-//! batches → engine → accumulators. Reported beside the two times it is judged
-//! against: the engine's kernel time on the same frames held in memory, and
-//! one plain read of the file (from the page cache, as a second pass finds it).
+//! `amtool acc-stats` (gmm-global-acc-stats): read-ahead table reader
+//! (`SharedFeats`: matrices kept as handles on the mapped file) → batches in
+//! memory the engine lends → engine → accumulators. Reported beside the two
+//! times it is judged against: the engine's kernel time on the same frames
+//! held in memory, and one plain read of the file that decodes every matrix
+//! (from the page cache, as a second pass finds it; the end-to-end runs find
+//! it there too).
 
 use amtool_formats::kaldi::matrix::Matrix;
 use amtool_formats::kaldi::table::{SequentialTableReader, TableWriter};

@@ -120,29 +120,29 @@ impl HostFrames {
     /// nothing written, when lent memory has no room for them all.
     pub fn push_parts<P: FrameSource>(&mut self, parts: &[P]) -> bool {
         let total: usize = parts.iter().map(P::floats).sum();
-        let Mem::Lent(m) = &mut self.mem else {
-            if let Mem::Plain(v) = &mut self.mem {
+        match &mut self.mem {
+            Mem::Plain(v) => {
                 for p in parts {
                     let n = v.len();
                     v.resize(n + p.floats(), 0.0);
                     p.copy_to(&mut v[n..]);
                 }
             }
-            self.len += total;
-            return true;
-        };
-        let Some(mut rest) = m.as_mut_slice().get_mut(self.len..self.len + total) else {
-            return false;
-        };
-        let mut dst = Vec::with_capacity(parts.len());
-        for p in parts {
-            let (head, tail) = rest.split_at_mut(p.floats());
-            dst.push(head);
-            rest = tail;
+            Mem::Lent(m) => {
+                let Some(mut rest) = m.as_mut_slice().get_mut(self.len..self.len + total) else {
+                    return false;
+                };
+                let mut dst = Vec::with_capacity(parts.len());
+                for p in parts {
+                    let (head, tail) = rest.split_at_mut(p.floats());
+                    dst.push(head);
+                    rest = tail;
+                }
+                dst.into_par_iter()
+                    .zip(parts.par_iter())
+                    .for_each(|(d, p)| p.copy_to(d));
+            }
         }
-        dst.into_par_iter()
-            .zip(parts.par_iter())
-            .for_each(|(d, p)| p.copy_to(d));
         self.len += total;
         true
     }
