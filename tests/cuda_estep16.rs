@@ -112,7 +112,7 @@ fn check(dim: usize, g: usize, frames: usize, seed: u64, log2s: i32) -> Result<(
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, max_shrink_iters: 20, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: gmm_ref::cases(24), max_shrink_iters: 20, ..ProptestConfig::default() })]
 
     #[test]
     fn cuda_fp16_estep_matches_f64_and_cpu(

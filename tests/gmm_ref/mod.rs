@@ -6,6 +6,16 @@ use amtool::model::{AcousticModel, CovKind, StateGmm};
 use amtool::stats::{ModelAccumulators, UpdateFlags};
 
 pub const TOL: f64 = 1e-5;
+
+/// Cases of a GPU property test: `default`, or `AMTOOL_PROPTEST_CASES` when
+/// set (a device run hunting rare cases asks for more).
+pub fn cases(default: u32) -> u32 {
+    std::env::var("AMTOOL_PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 /// Full-covariance statistics at high dimension: the log-likelihood is a
 /// float32 sum of K = D(D+1)/2 + D + 1 products of either sign, whose
 /// rounding moves the posteriors of ambiguous frames; the worst-case rounding
@@ -13,12 +23,15 @@ pub const TOL: f64 = 1e-5;
 /// D = 40 and then drift past it with the dimension (H100 runs of
 /// 2026-11-22, CPU engine against f64: 1.006e-5 at D = 41, 2.09e-5 at D = 62,
 /// 2.19e-5 at D = 65, 5.70e-5 at D = 77), so statistics of full covariances
-/// are held to max(1e-5, 3e-8·K): 2.6e-5 at D = 40, 9.2e-5 at D = 77, 1.0e-4
-/// at D = 80 (observed / allowed ≤ 0.62). Diagonal statistics and every
-/// log-likelihood keep TOL.
+/// were held to max(1e-5, 3e-8·K) (observed / allowed ≤ 0.62 then) until a
+/// case of two frames, both ambiguous between Gaussians, came to 3.1e-8·K at
+/// D = 35 (CPU engine, 2.06e-5; `cpu_full_statistics_of_an_ambiguous_frame`
+/// in tests/cuda_engine.rs): the bound is now max(1e-5, 4e-8·K), 3.5e-5 at
+/// D = 40, 1.3e-4 at D = 80. Diagonal statistics and every log-likelihood
+/// keep TOL.
 pub fn tol_full_stats(dim: usize) -> f64 {
     let k = dim * (dim + 1) / 2 + dim + 1;
-    TOL.max(3e-8 * k as f64)
+    TOL.max(4e-8 * k as f64)
 }
 
 /// SplitMix64: bulk random data from one proptest-chosen seed.
