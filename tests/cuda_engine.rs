@@ -578,6 +578,14 @@ fn worst_rel(got: &ModelAccumulators, want: &ModelAccumulators) -> f64 {
     worst
 }
 
+/// (state, frame, weight 1) entries of an alignment, for `ref_accumulate`.
+fn aligned_entries(ali: &[u32]) -> Vec<(usize, usize, f64)> {
+    ali.iter()
+        .enumerate()
+        .map(|(t, &s)| (s as usize, t, 1.0))
+        .collect()
+}
+
 /// CUDA engine ≡ CPU engine: the same log-likelihoods, and statistics each
 /// within TOL of the f64 reference.
 fn check_against_cpu(e: &CudaEngine, c: &Case) -> Result<(), String> {
@@ -609,11 +617,7 @@ fn check_against_cpu(e: &CudaEngine, c: &Case) -> Result<(), String> {
     // Each engine is held to the bound against the f64 reference
     // (engine against engine, the two errors can add up: one full-covariance
     // case, dim 61, came to 2.02e-5 apart).
-    let entries: Vec<(usize, usize, f64)> = ali
-        .iter()
-        .enumerate()
-        .map(|(t, &s)| (s as usize, t, 1.0))
-        .collect();
+    let entries = aligned_entries(&ali);
     let want = ref_accumulate(&m, &feats, &entries);
     compare_acc(&ga, &want).map_err(|e| format!("aligned statistics, cuda vs f64: {e}"))?;
     compare_acc(&ha, &want).map_err(|e| format!("aligned statistics, cpu vs f64: {e}"))
@@ -666,11 +670,7 @@ fn cpu_full_statistics_of_an_ambiguous_frame() {
         &mut ha,
     )
     .unwrap();
-    let entries: Vec<(usize, usize, f64)> = ali
-        .iter()
-        .enumerate()
-        .map(|(t, &s)| (s as usize, t, 1.0))
-        .collect();
+    let entries = aligned_entries(&ali);
     let want = ref_accumulate(&m, &feats, &entries);
     println!("occupancy rel err {:.3e}", worst_rel(&ha, &want));
     compare_acc(&ha, &want).unwrap();
