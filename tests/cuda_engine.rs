@@ -15,6 +15,7 @@
 use std::sync::OnceLock;
 
 use amtool::engine::cuda::{engine_for_tests, CudaEngine};
+use amtool::engine::reference::acc_rel_err;
 use amtool::engine::{Engine, FrameBatch, FrameTargets};
 use amtool::model::{AcousticModel, CovKind};
 use amtool::stats::{ModelAccumulators, UpdateFlags};
@@ -82,8 +83,7 @@ fn check_state_loglikes(e: &CudaEngine, c: &Case) -> Result<(), String> {
     for t in 0..c.frames {
         let x = &feats[t * c.dim..(t + 1) * c.dim];
         for st in 0..s {
-            let lls: Vec<f64> = (0..c.counts[st]).map(|g| comp_ll(&m, st, g, x)).collect();
-            reference.push(logsumexp(&lls));
+            reference.push(log_sum_exp(&comp_lls(&m, st, x)));
         }
     }
     let err = rel_err(out.iter().map(|&v| f64::from(v)), reference.iter().copied());
@@ -97,8 +97,7 @@ fn check_state_loglikes(e: &CudaEngine, c: &Case) -> Result<(), String> {
     lm.component_loglikes(st, FrameBatch::new(&feats, c.dim), &mut comp)
         .map_err(|e| e.to_string())?;
     let reference: Vec<f64> = (0..c.frames)
-        .flat_map(|t| (0..g).map(move |k| (t, k)))
-        .map(|(t, k)| comp_ll(&m, st, k, &feats[t * c.dim..(t + 1) * c.dim]))
+        .flat_map(|t| comp_lls(&m, st, &feats[t * c.dim..(t + 1) * c.dim]))
         .collect();
     let err = rel_err(
         comp.iter().map(|&v| f64::from(v)),
@@ -130,11 +129,7 @@ fn check_accumulate(e: &CudaEngine, c: &Case) -> Result<(), String> {
     let ret = glm
         .accumulate(batch, FrameTargets::Global, &mut acc)
         .map_err(|e| e.to_string())?;
-    let want = ref_accumulate(
-        &gm,
-        &feats,
-        &(0..c.frames).map(|t| (0, t, 1.0)).collect::<Vec<_>>(),
-    );
+    let want = ref_accumulate(&gm, &feats, FrameTargets::Global);
     compare_acc(&acc, &want).map_err(|e| format!("global: {e}"))?;
     if (ret - acc.total_like).abs() > 1e-9 * ret.abs().max(1.0) {
         return Err(format!(
@@ -148,14 +143,7 @@ fn check_accumulate(e: &CudaEngine, c: &Case) -> Result<(), String> {
     let mut acc = ModelAccumulators::zeros(&m, UpdateFlags::default());
     lm.accumulate(batch, FrameTargets::Aligned(&ali), &mut acc)
         .map_err(|e| e.to_string())?;
-    let want = ref_accumulate(
-        &m,
-        &feats,
-        &ali.iter()
-            .enumerate()
-            .map(|(t, &st)| (st as usize, t, 1.0))
-            .collect::<Vec<_>>(),
-    );
+    let want = ref_accumulate(&m, &feats, FrameTargets::Aligned(&ali));
     compare_acc(&acc, &want).map_err(|e| format!("aligned: {e}"))?;
 
     // Weighted: 0–3 pairs per frame.
@@ -177,13 +165,14 @@ fn check_accumulate(e: &CudaEngine, c: &Case) -> Result<(), String> {
         &mut acc,
     )
     .map_err(|e| e.to_string())?;
-    let mut entries = Vec::new();
-    for t in 0..c.frames {
-        for &(st, w) in &pairs[offsets[t]..offsets[t + 1]] {
-            entries.push((st as usize, t, f64::from(w)));
-        }
-    }
-    let want = ref_accumulate(&m, &feats, &entries);
+    let want = ref_accumulate(
+        &m,
+        &feats,
+        FrameTargets::Weighted {
+            offsets: &offsets,
+            pairs: &pairs,
+        },
+    );
     compare_acc(&acc, &want).map_err(|e| format!("weighted: {e}"))?;
 
     // Determinism: the same inputs give the same bits.
@@ -363,14 +352,7 @@ fn cuda_deferred_statistics_match_f64() {
     assert!(err.to_string().contains("settled"), "{err}");
     like += lm.settle(&mut acc).unwrap();
     assert_eq!(lm.settle(&mut acc).unwrap(), 0.0, "settled twice");
-    let want = ref_accumulate(
-        &m,
-        &feats,
-        &ali.iter()
-            .enumerate()
-            .map(|(t, &st)| (st as usize, t, 1.0))
-            .collect::<Vec<_>>(),
-    );
+    let want = ref_accumulate(&m, &feats, FrameTargets::Aligned(&ali));
     compare_acc(&acc, &want).unwrap();
     assert!(
         (like - want.total_like).abs() <= 1e-5 * want.total_like.abs(),
@@ -453,12 +435,8 @@ fn cuda_bench_probe() {
                 &mut sacc,
             )
             .unwrap();
-            let want = ref_accumulate(
-                &m,
-                &feats,
-                &(0..sub).map(|t| (0, t, 1.0)).collect::<Vec<_>>(),
-            );
-            let err = worst_rel(&sacc, &want);
+            let want = ref_accumulate(&m, &feats[..sub * d], FrameTargets::Global);
+            let err = acc_rel_err(&sacc, &want);
             let ops = (8 * d + 23) as f64 * t as f64 * mm as f64;
             println!(
                 "{{\"case\":\"estep_seed000\",\"T\":{t},\"D\":{d},\"M\":{mm},\"seconds\":{secs},\"gflops_paper_count\":{},\"rel_err_vs_f64\":{err:e},\"engine\":\"cuda\",\"device\":\"{}\"}}",
@@ -496,8 +474,7 @@ fn cuda_bench_probe() {
         for t in 0..check_frames {
             let x = &feats[t * d..(t + 1) * d];
             for st in 0..s {
-                let lls: Vec<f64> = (0..counts[st]).map(|g| comp_ll(&m, st, g, x)).collect();
-                reference.push(logsumexp(&lls));
+                reference.push(log_sum_exp(&comp_lls(&m, st, x)));
                 got.push(f64::from(out[t * s + st]));
             }
         }
@@ -543,47 +520,14 @@ fn cuda_bench_probe() {
             &mut sacc,
         )
         .unwrap();
-        let want = ref_accumulate(
-            &m,
-            &feats,
-            &(0..sub)
-                .map(|t| (ali[t] as usize, t, 1.0))
-                .collect::<Vec<_>>(),
-        );
-        let err = worst_rel(&sacc, &want);
+        let want = ref_accumulate(&m, &feats[..sub * d], FrameTargets::Aligned(&ali[..sub]));
+        let err = acc_rel_err(&sacc, &want);
         let g: usize = counts.iter().sum();
         println!(
             "{{\"case\":\"acc_ali\",\"pdfs\":{pdfs},\"gaussians\":{g},\"D\":{d},\"frames\":{frames},\"seconds\":{secs},\"rel_err_vs_f64\":{err:e},\"engine\":\"cuda\",\"device\":\"{}\"}}",
             e.device()
         );
     }
-}
-
-/// The largest relative error over the outputs of two accumulators.
-fn worst_rel(got: &ModelAccumulators, want: &ModelAccumulators) -> f64 {
-    let flat = |a: &ModelAccumulators, k: usize| -> Vec<f64> {
-        a.states
-            .iter()
-            .flat_map(|s| match k {
-                0 => s.occupancy.clone(),
-                1 => s.mean_acc.clone(),
-                _ => s.var_acc.clone(),
-            })
-            .collect()
-    };
-    let mut worst = rel_err([got.total_like].into_iter(), [want.total_like].into_iter());
-    for k in 0..3 {
-        worst = worst.max(rel_err(flat(got, k).into_iter(), flat(want, k).into_iter()));
-    }
-    worst
-}
-
-/// (state, frame, weight 1) entries of an alignment, for `ref_accumulate`.
-fn aligned_entries(ali: &[u32]) -> Vec<(usize, usize, f64)> {
-    ali.iter()
-        .enumerate()
-        .map(|(t, &s)| (s as usize, t, 1.0))
-        .collect()
 }
 
 /// CUDA engine ≡ CPU engine: the same log-likelihoods, and statistics each
@@ -617,8 +561,7 @@ fn check_against_cpu(e: &CudaEngine, c: &Case) -> Result<(), String> {
     // Each engine is held to the bound against the f64 reference
     // (engine against engine, the two errors can add up: one full-covariance
     // case, dim 61, came to 2.02e-5 apart).
-    let entries = aligned_entries(&ali);
-    let want = ref_accumulate(&m, &feats, &entries);
+    let want = ref_accumulate(&m, &feats, FrameTargets::Aligned(&ali));
     compare_acc(&ga, &want).map_err(|e| format!("aligned statistics, cuda vs f64: {e}"))?;
     compare_acc(&ha, &want).map_err(|e| format!("aligned statistics, cpu vs f64: {e}"))
 }
@@ -670,8 +613,7 @@ fn cpu_full_statistics_of_an_ambiguous_frame() {
         &mut ha,
     )
     .unwrap();
-    let entries = aligned_entries(&ali);
-    let want = ref_accumulate(&m, &feats, &entries);
-    println!("occupancy rel err {:.3e}", worst_rel(&ha, &want));
+    let want = ref_accumulate(&m, &feats, FrameTargets::Aligned(&ali));
+    println!("occupancy rel err {:.3e}", acc_rel_err(&ha, &want));
     compare_acc(&ha, &want).unwrap();
 }

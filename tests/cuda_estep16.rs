@@ -57,12 +57,7 @@ fn scaled_case(
 }
 
 fn global_ref(m: &AcousticModel, feats: &[f32]) -> ModelAccumulators {
-    let frames = feats.len() / m.dim;
-    ref_accumulate(
-        m,
-        feats,
-        &(0..frames).map(|t| (0, t, 1.0)).collect::<Vec<_>>(),
-    )
+    ref_accumulate(m, feats, FrameTargets::Global)
 }
 
 /// Global statistics on the CUDA engine; also the number of chunks that took

@@ -121,12 +121,15 @@ pub fn accumulate(
 }
 
 /// ‖out − ref‖ / ‖ref‖ (0 when both are empty or `ref` is all zeros and
-/// `out` equals it).
+/// `out` equals it; ∞ when an output is not finite, so no bound passes it).
 pub fn rel_err<A: Copy + Into<f64>>(out: &[A], reference: &[f64]) -> f64 {
     assert_eq!(out.len(), reference.len(), "rel_err: lengths differ");
     let (mut num, mut den) = (0f64, 0f64);
     for (&o, &r) in out.iter().zip(reference) {
         let o: f64 = o.into();
+        if !o.is_finite() {
+            return f64::INFINITY;
+        }
         num += (o - r) * (o - r);
         den += r * r;
     }

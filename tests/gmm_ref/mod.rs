@@ -2,6 +2,7 @@
 //! features for them (`mod gmm_ref;` in each test file that needs them).
 #![allow(dead_code)]
 
+use amtool::engine::{FrameBatch, FrameTargets};
 use amtool::model::{AcousticModel, CovKind, StateGmm};
 use amtool::stats::{ModelAccumulators, UpdateFlags};
 
@@ -128,103 +129,34 @@ pub fn random_feats(rng: &mut Rng, frames: usize, dim: usize) -> Vec<f32> {
     (0..frames * dim).map(|_| rng.normal() as f32).collect()
 }
 
-/// f64 log-likelihood of component g of state s (log weight included).
-pub fn comp_ll(m: &AcousticModel, s: usize, g: usize, x: &[f32]) -> f64 {
-    let d = m.dim;
-    let st = &m.states[s];
-    let mut ll = f64::from(st.gconsts[g]);
-    for i in 0..d {
-        ll += f64::from(x[i]) * f64::from(st.means_invvars[g * d + i]);
-    }
-    match m.kind {
-        CovKind::Diagonal => {
-            for i in 0..d {
-                ll -= 0.5 * f64::from(x[i]) * f64::from(x[i]) * f64::from(st.inv_vars[g * d + i]);
-            }
-        }
-        CovKind::Full => {
-            let v = d * (d + 1) / 2;
-            let p = &st.inv_vars[g * v..(g + 1) * v];
-            let mut idx = 0;
-            for i in 0..d {
-                for j in 0..=i {
-                    let f = if i == j { 0.5 } else { 1.0 };
-                    ll -= f * f64::from(p[idx]) * f64::from(x[i]) * f64::from(x[j]);
-                    idx += 1;
-                }
-            }
-        }
-    }
-    ll
+/// f64 log-likelihood of each component of state `s` at `x` (log weight
+/// included), and log Σ exp: the library's naive reference.
+#[allow(unused_imports)]
+pub use amtool::engine::reference::log_sum_exp;
+
+pub fn comp_lls(m: &AcousticModel, s: usize, x: &[f32]) -> Vec<f64> {
+    amtool::engine::reference::component_loglikes(m, &m.states[s], x)
 }
 
-pub fn logsumexp(v: &[f64]) -> f64 {
-    let m = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    if m == f64::NEG_INFINITY {
-        return m;
-    }
-    m + v.iter().map(|&x| (x - m).exp()).sum::<f64>().ln()
-}
-
+/// ‖out − ref‖ / ‖ref‖ (∞ when an output is not finite).
 pub fn rel_err(out: impl Iterator<Item = f64>, reference: impl Iterator<Item = f64>) -> f64 {
-    let (mut num, mut den) = (0.0f64, 0.0f64);
-    for (o, r) in out.zip(reference) {
-        if !o.is_finite() {
-            return f64::INFINITY;
-        }
-        num += (o - r) * (o - r);
-        den += r * r;
-    }
-    if den == 0.0 {
-        num.sqrt()
-    } else {
-        (num / den).sqrt()
-    }
+    let (out, reference): (Vec<f64>, Vec<f64>) = (out.collect(), reference.collect());
+    amtool::engine::reference::rel_err(&out, &reference)
 }
 
-/// Reference statistics: (state, frame, weight) entries.
+/// Reference statistics of `feats` (rows of `m.dim`) for `targets`, every
+/// statistic, in f64.
 pub fn ref_accumulate(
     m: &AcousticModel,
     feats: &[f32],
-    entries: &[(usize, usize, f64)],
+    targets: FrameTargets<'_>,
 ) -> ModelAccumulators {
-    let mut acc = ModelAccumulators::zeros(m, UpdateFlags::default());
-    let d = m.dim;
-    let v = m.inv_var_len();
-    for &(s, t, w) in entries {
-        let x = &feats[t * d..(t + 1) * d];
-        let lls: Vec<f64> = (0..m.states[s].num_components())
-            .map(|g| comp_ll(m, s, g, x))
-            .collect();
-        let l = logsumexp(&lls);
-        acc.total_like += w * l;
-        acc.total_frames += w;
-        let a = &mut acc.states[s];
-        for (g, &lg) in lls.iter().enumerate() {
-            let gam = w * (lg - l).exp();
-            a.occupancy[g] += gam;
-            for i in 0..d {
-                a.mean_acc[g * d + i] += gam * f64::from(x[i]);
-            }
-            match m.kind {
-                CovKind::Diagonal => {
-                    for i in 0..d {
-                        a.var_acc[g * d + i] += gam * f64::from(x[i]) * f64::from(x[i]);
-                    }
-                }
-                CovKind::Full => {
-                    let mut idx = 0;
-                    for i in 0..d {
-                        for j in 0..=i {
-                            a.var_acc[g * v + idx] += gam * f64::from(x[i]) * f64::from(x[j]);
-                            idx += 1;
-                        }
-                    }
-                }
-            }
-        }
-    }
-    acc
+    amtool::engine::reference::accumulate(
+        m,
+        FrameBatch::new(feats, m.dim),
+        targets,
+        UpdateFlags::default(),
+    )
 }
 
 pub fn compare_acc(got: &ModelAccumulators, want: &ModelAccumulators) -> Result<(), String> {
