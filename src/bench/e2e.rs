@@ -142,7 +142,11 @@ pub fn acc_stats_ark(
 /// `amtool score` end to end (gmm-compute-likes): a feature ark on disk of
 /// `frames` frames in 256-frame utterances scored against the score_seed002
 /// model shape (5000 states × 256 Gaussians, D = 36) into a log-likelihood
-/// ark on disk, through the subcommand's own table code; frames per second.
+/// ark on disk, through the subcommand's own table code. Reported apart:
+/// reading the model from a binary AmDiagGmm file (`read_model_seconds`),
+/// putting it on the engine (`load_seconds`: layout and upload), and the
+/// steady state with the model loaded (`frames_per_second`), which writes
+/// `states × 4` bytes a frame (`output_gb_per_second`).
 pub fn score_ark(
     engine: &dyn Engine,
     cfg: &BenchConfig,
@@ -161,11 +165,23 @@ pub fn score_ark(
     );
     let data = random::features(&mut rng, frames, d);
     let (dir, spec) = feature_ark(&data, d, 256)?;
-    let out = format!("ark:{}", dir.path().join("loglikes.ark").display());
-    let timing = time_median(cfg.reps, || {
-        crate::cli::score::likes_table(engine, &model, &spec, &out).map_err(Error::Usage)?;
+    drop(data);
+    let read_model = time_model_read(&model, dir.path())?;
+    let load = time_median(cfg.reps, || {
+        engine.load(&model)?;
         Ok(None)
     })?;
+    let mut loaded = engine.load(&model)?;
+    let out_path = dir.path().join("loglikes.ark");
+    let out = format!("ark:{}", out_path.display());
+    let timing = time_median(cfg.reps, || {
+        let _ = std::fs::remove_file(&out_path);
+        crate::cli::score::likes_table_loaded(loaded.as_mut(), &model, &spec, &out)
+            .map_err(Error::Usage)?;
+        Ok(None)
+    })?;
+    let out_bytes = std::fs::metadata(&out_path).map(|m| m.len()).unwrap_or(0);
+    let _ = std::fs::remove_file(&out_path);
     emit(
         &Json::new()
             .str("case", case)
@@ -175,8 +191,41 @@ pub fn score_ark(
             .int("frames", frames)
             .num("seconds", timing.wall)
             .num("frames_per_second", frames as f64 / timing.wall)
+            .num("output_gb_per_second", out_bytes as f64 / timing.wall / 1e9)
+            .num("read_model_seconds", read_model)
+            .num("load_seconds", load.wall)
             .str("engine", engine.name())
             .str("device", &engine.device()),
     );
     Ok(())
+}
+
+/// Seconds to read `model` back from a binary AmDiagGmm file in `dir` (the
+/// model part of a Kaldi .mdl) and convert it to the neutral model: the
+/// host's share of loading it, before the engine's.
+fn time_model_read(model: &crate::model::AcousticModel, dir: &std::path::Path) -> Result<f64> {
+    use amtool_formats::kaldi::gmm::AmDiagGmm;
+    use amtool_formats::kaldi::object::{read_object, write_object};
+    let path = dir.join("model.am");
+    let am = crate::train::convert::am_from_model(model);
+    let file =
+        std::fs::File::create(&path).map_err(|e| Error::Usage(format!("bench model: {e}")))?;
+    write_object(&am, std::io::BufWriter::new(file), true)
+        .and_then(|mut w| std::io::Write::flush(&mut w))
+        .map_err(|e| Error::Usage(format!("bench model: {e}")))?;
+    drop(am);
+    let t = std::time::Instant::now();
+    // As ModelFile::read does: the file mapped, parsed, the parameters taken over.
+    let rx = amtool_formats::kaldi::specifier::RxFilename::File(path.display().to_string());
+    let bytes = amtool_formats::kaldi::files::read_rxfilename(&rx).map_err(table_err)?;
+    let am: AmDiagGmm = read_object(&bytes).map_err(table_err)?;
+    let back = crate::model::AcousticModel::from_am_diag_gmm_owned(am);
+    let secs = t.elapsed().as_secs_f64();
+    if back.num_gaussians() != model.num_gaussians() {
+        return Err(Error::Usage(
+            "bench model: read back a different model".into(),
+        ));
+    }
+    let _ = std::fs::remove_file(&path);
+    Ok(secs)
 }

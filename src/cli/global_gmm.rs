@@ -17,7 +17,7 @@ pub fn read_global_model(path: &str, needs: &str) -> Result<AcousticModel, Strin
     if !file.is_global() {
         return Err(format!("{path}: {needs}, not an acoustic model"));
     }
-    Ok(file.acoustic_model())
+    Ok(file.into_acoustic_model())
 }
 
 /// (number of Gaussians, `n` limited to it) of the global GMM `model` read

@@ -26,6 +26,7 @@ use crate::score::likes::{log_sum_exp, preselect_loglikes, UtteranceQueue};
 use crate::score::model_file::ModelFile;
 use crate::stats::fmt_g;
 use crate::train::prefetch::PrefetchedFeats;
+use crate::train::write_behind::WriteBehind;
 
 #[derive(Debug, Clone, Args)]
 pub struct ScoreArgs {
@@ -90,8 +91,9 @@ pub fn run(args: ScoreArgs) -> i32 {
 
 fn score(args: &ScoreArgs) -> Result<i32, String> {
     let file = ModelFile::read(&args.model).map_err(|e| e.to_string())?;
-    let model = file.acoustic_model();
-    if file.is_global() {
+    let global = file.is_global();
+    let model = file.into_acoustic_model();
+    if global {
         frame_likes(args, &model)
     } else {
         if args.average || !args.gselect.is_empty() {
@@ -136,8 +138,21 @@ pub fn likes_table(
     output: &str,
 ) -> Result<usize, String> {
     let mut loaded = engine.load(model).map_err(|e| e.to_string())?;
+    likes_table_loaded(loaded.as_mut(), model, features, output)
+}
+
+/// [`likes_table`] with the model already on its engine. The output is
+/// written behind on its own thread (a frames × states matrix per utterance
+/// is far more bytes than its features), so that writing one batch overlaps
+/// scoring the next.
+pub fn likes_table_loaded(
+    loaded: &mut dyn crate::engine::LoadedModel,
+    model: &AcousticModel,
+    features: &str,
+    output: &str,
+) -> Result<usize, String> {
     let mut reader = PrefetchedFeats::open(features).map_err(|e| e.to_string())?;
-    let mut writer = TableWriter::<Matrix<f32>>::open(output).map_err(|e| e.to_string())?;
+    let mut writer = WriteBehind::<Matrix<f32>>::open(output, 64).map_err(|e| e.to_string())?;
     let ns = model.num_states();
     let mut num_done = 0usize;
     let mut queue = UtteranceQueue::default();
@@ -154,14 +169,14 @@ pub fn likes_table(
             continue;
         }
         for (key, feats, ll) in queue
-            .score_states(loaded.as_mut(), model.dim)
+            .score_states(loaded, model.dim)
             .map_err(|e| e.to_string())?
         {
             // An empty utterance gives an empty (0 × 0) matrix, as Kaldi's Matrix does.
             let cols = if feats.rows() == 0 { 0 } else { ns };
             let out = Matrix::from_vec(feats.rows(), cols, ll)
                 .ok_or("internal error: log-likelihood matrix of the wrong size")?;
-            writer.write(&key, &out).map_err(|e| e.to_string())?;
+            writer.write(key, out).map_err(|e| e.to_string())?;
             num_done += 1;
         }
         if end {

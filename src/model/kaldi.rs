@@ -25,6 +25,17 @@ impl StateGmm {
         }
     }
 
+    /// [`Self::from_diag_gmm`], taking the parameters over instead of copying
+    /// them (a large model is hundreds of MB).
+    pub fn from_diag_gmm_owned(g: DiagGmm) -> StateGmm {
+        StateGmm {
+            gconsts: g.gconsts,
+            weights: g.weights,
+            means_invvars: g.means_invvars,
+            inv_vars: g.inv_vars,
+        }
+    }
+
     /// A state with a Kaldi `FullGmm`'s parameters (`inv_vars` = the packed `Σ⁻¹`).
     pub fn from_full_gmm(g: &FullGmm) -> StateGmm {
         StateGmm {
@@ -83,6 +94,19 @@ impl AcousticModel {
             dim: am.dim,
             kind: CovKind::Diagonal,
             states: am.pdfs.iter().map(StateGmm::from_diag_gmm).collect(),
+        }
+    }
+
+    /// [`Self::from_am_diag_gmm`], taking the parameters over.
+    pub fn from_am_diag_gmm_owned(am: AmDiagGmm) -> AcousticModel {
+        AcousticModel {
+            dim: am.dim,
+            kind: CovKind::Diagonal,
+            states: am
+                .pdfs
+                .into_iter()
+                .map(StateGmm::from_diag_gmm_owned)
+                .collect(),
         }
     }
 

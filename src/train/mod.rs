@@ -2,7 +2,8 @@
 //! `sum-accs` and `est` subcommands: conversions between Kaldi's file
 //! structures and the neutral model ([`convert`]), whole-object I/O by
 //! rx/wxfilename ([`io`]), statistics accumulation over feature tables
-//! ([`acc_stats`]), summing ([`sum_accs`]) and re-estimation ([`est`]).
+//! ([`acc_stats`]), tables read ahead ([`prefetch`]) and written behind
+//! ([`write_behind`]), summing ([`sum_accs`]) and re-estimation ([`est`]).
 //! The arithmetic itself lives in [`crate::stats`]; nothing here prints.
 
 pub mod acc_stats;
@@ -11,3 +12,4 @@ pub mod est;
 pub mod io;
 pub mod prefetch;
 pub mod sum_accs;
+pub mod write_behind;
