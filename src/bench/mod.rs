@@ -15,6 +15,7 @@
 
 pub mod e2e;
 pub mod json;
+pub mod lattice;
 pub mod random;
 pub mod read;
 
@@ -29,7 +30,7 @@ use json::Json;
 use random::Rng;
 
 /// The cases, in the README's order.
-pub const CASES: [&str; 8] = [
+pub const CASES: [&str; 9] = [
     "estep_seed000",
     "score_seed002",
     "score_seed002_var",
@@ -38,6 +39,7 @@ pub const CASES: [&str; 8] = [
     "acc_stats_ark",
     "score_ark",
     "estep_fullcov",
+    "score_lattice",
 ];
 
 /// Sizes and run options; `None` keeps the papers' size.
@@ -89,6 +91,7 @@ pub fn run_case(
         "acc_stats_ark" => e2e::acc_stats_ark(engine, cfg, emit),
         "score_ark" => e2e::score_ark(engine, cfg, emit),
         "estep_fullcov" => estep_kind(engine, cfg, CovKind::Full, emit),
+        "score_lattice" => lattice::score_lattice(engine, cfg, emit),
         "read_ark" | "read_ark_compressed" => read::run(name, cfg, emit),
         _ => Err(Error::Usage(format!(
             "unknown benchmark case {name:?} (cases: {}, and {})",

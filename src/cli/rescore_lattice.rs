@@ -19,7 +19,9 @@ use amtool_formats::kaldi::table::{RandomAccessTableReader, SequentialTableReade
 
 use super::train_io::parse_use_gpu;
 use super::KaldiStandard;
-use crate::engine::{self, UseGpu};
+use amtool_formats::kaldi::transition::TransitionModel;
+
+use crate::engine::{self, LoadedModel, UseGpu};
 use crate::model::AcousticModel;
 use crate::score::rescore::{prepare, LatticeBatch, Skip};
 
@@ -63,87 +65,110 @@ pub fn run(args: RescoreLatticeArgs) -> i32 {
 fn rescore(args: &RescoreLatticeArgs) -> Result<i32, String> {
     let bytes = crate::train::io::read_input(&args.model).map_err(|e| e.to_string())?;
     let model = KaldiModel::from_bytes(&bytes).map_err(|e| e.in_file(&args.model).to_string())?;
-    let dim = model.am.dim;
     let engine = engine::select(args.use_gpu, 0).map_err(|e| e.to_string())?;
     let mut loaded = engine
         .load(&AcousticModel::from_am_diag_gmm(&model.am))
         .map_err(|e| e.to_string())?;
+    let tables = LatticeTables {
+        lattices: &args.lattices,
+        features: &args.features,
+        output: &args.output,
+    };
+    let done = rescore_tables(
+        loaded.as_mut(),
+        &model.trans,
+        model.am.dim,
+        &tables,
+        args.old_acoustic_scale,
+    )?;
+    crate::kaldi_log!(
+        "Done {} lattices with errors on {}, #frames is {}",
+        done.lattices,
+        done.errors,
+        done.frames
+    );
+    Ok(if done.lattices != 0 { 0 } else { 1 })
+}
 
+/// The tables of a rescoring run.
+pub struct LatticeTables<'a> {
+    pub lattices: &'a str,
+    pub features: &'a str,
+    pub output: &'a str,
+}
+
+/// What a rescoring run did: lattices written, lattices skipped, frames.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Rescored {
+    pub lattices: usize,
+    pub errors: usize,
+    pub frames: i64,
+}
+
+/// The table work of gmm-rescore-lattice (also what `amtool bench` times):
+/// lattices read in order, their features looked up, rescored in batches
+/// with `loaded` (one engine call scores the frames of many utterances, up
+/// to `MAX_LOGLIKES` log-likelihoods at a time) and written.
+pub fn rescore_tables(
+    loaded: &mut dyn LoadedModel,
+    trans: &TransitionModel,
+    dim: usize,
+    tables: &LatticeTables,
+    old_acoustic_scale: f32,
+) -> Result<Rescored, String> {
     let mut features =
-        RandomAccessTableReader::<Matrix<f32>>::open(&args.features).map_err(|e| e.to_string())?;
-    let mut lattices =
-        SequentialTableReader::<CompactLattice>::open(&args.lattices).map_err(|e| e.to_string())?;
+        RandomAccessTableReader::<Matrix<f32>>::open(tables.features).map_err(|e| e.to_string())?;
+    let mut lattices = SequentialTableReader::<CompactLattice>::open(tables.lattices)
+        .map_err(|e| e.to_string())?;
     let mut writer =
-        TableWriter::<CompactLattice>::open(&args.output).map_err(|e| e.to_string())?;
-
-    // Lattices are rescored in batches: one engine call scores the frames of
-    // many utterances (up to MAX_LOGLIKES log-likelihoods at a time).
+        TableWriter::<CompactLattice>::open(tables.output).map_err(|e| e.to_string())?;
     const MAX_LOGLIKES: usize = 1 << 25;
     let num_pdfs = loaded.num_states().max(1);
     let mut batch = LatticeBatch::new(dim);
     let mut rows_pending: Vec<usize> = Vec::new();
-    let (mut num_done, mut num_err, mut num_frames) = (0usize, 0usize, 0i64);
+    let mut done = Rescored::default();
     let mut flush = |batch: &mut LatticeBatch,
                      rows: &mut Vec<usize>,
-                     num_done: &mut usize,
-                     num_frames: &mut i64|
+                     done: &mut Rescored|
      -> Result<(), String> {
-        let scored = batch
-            .score(&model.trans, loaded.as_mut())
-            .map_err(|e| e.to_string())?;
+        let scored = batch.score(trans, loaded).map_err(|e| e.to_string())?;
         for ((key, clat), r) in scored.into_iter().zip(rows.drain(..)) {
             writer.write(&key, &clat).map_err(|e| e.to_string())?;
-            *num_done += 1;
-            *num_frames += r as i64;
+            done.lattices += 1;
+            done.frames += r as i64;
         }
         Ok(())
     };
     while let Some((key, mut clat)) = lattices.next_entry().map_err(|e| e.to_string())? {
         let Some(feats) = features.get(&key).map_err(|e| e.to_string())? else {
             crate::kaldi_warn!("No feature found for utterance {key}. Skipping");
-            num_err += 1;
+            done.errors += 1;
             continue;
         };
         if feats.cols() != dim {
             return Err(format!(
                 "{}: utterance {key}: feature dimension {} does not match the model's {dim}",
-                args.features,
+                tables.features,
                 feats.cols()
             ));
         }
-        match prepare(
-            &mut clat,
-            &model.trans,
-            feats.rows(),
-            args.old_acoustic_scale,
-        ) {
+        match prepare(&mut clat, trans, feats.rows(), old_acoustic_scale) {
             Ok(plan) => {
                 rows_pending.push(feats.rows());
                 batch.push(key, clat, plan, feats.data());
             }
             Err(Skip(msg)) => {
                 crate::kaldi_warn!("{msg} [utterance {key}]");
-                num_err += 1;
+                done.errors += 1;
             }
         }
         if batch.num_frames() * num_pdfs >= MAX_LOGLIKES {
-            flush(
-                &mut batch,
-                &mut rows_pending,
-                &mut num_done,
-                &mut num_frames,
-            )?;
+            flush(&mut batch, &mut rows_pending, &mut done)?;
         }
     }
     if !batch.is_empty() {
-        flush(
-            &mut batch,
-            &mut rows_pending,
-            &mut num_done,
-            &mut num_frames,
-        )?;
+        flush(&mut batch, &mut rows_pending, &mut done)?;
     }
     writer.close().map_err(|e| e.to_string())?;
-    crate::kaldi_log!("Done {num_done} lattices with errors on {num_err}, #frames is {num_frames}");
-    Ok(if num_done != 0 { 0 } else { 1 })
+    Ok(done)
 }

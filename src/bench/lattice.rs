@@ -1,0 +1,156 @@
+//! The lattice-rescoring case (`gmm-rescore-lattice` end to end): the
+//! fixture's decoding lattices and features (testdata/kaldi, so run it from
+//! the source folder) replicated under new keys to at least `frames` frames,
+//! written as archives, and rescored through the subcommand's own table code
+//! with a model of the fixture's transition model and pdfs (63) but
+//! `gauss_per_state` random Gaussians each (default 256, so that scoring is
+//! real work). Reported beside the engine's own rate on the same frames held
+//! in memory (`score_frames_per_second`).
+
+use amtool_formats::kaldi::lattice::CompactLattice;
+use amtool_formats::kaldi::matrix::Matrix;
+use amtool_formats::kaldi::model::KaldiModel;
+use amtool_formats::kaldi::table::{SequentialTableReader, TableWriter};
+
+use super::json::Json;
+use super::random::{self, Rng};
+use super::{time_median, BenchConfig};
+use crate::cli::rescore_lattice::{rescore_tables, LatticeTables};
+use crate::engine::{Engine, FrameBatch};
+use crate::model::CovKind;
+use crate::{Error, Result};
+
+const MODEL: &str = "testdata/kaldi/final.mdl";
+const LATTICES: &str = "ark:gunzip -c testdata/kaldi/lattice/lat.ark.gz |";
+const FEATS: &str = "scp:testdata/kaldi/acc/feats_cmvn_deltas.scp";
+
+/// Whether the fixture data this case reads is here (the default run
+/// leaves the case out elsewhere).
+pub fn data_present() -> bool {
+    std::path::Path::new(MODEL).exists()
+}
+
+fn err(e: impl std::fmt::Display) -> Error {
+    Error::Usage(format!(
+        "bench score_lattice (needs testdata/kaldi: run from the amtool source folder): {e}"
+    ))
+}
+
+/// Every entry of a table, in order.
+fn read_all<H: amtool_formats::kaldi::holder::Holder>(spec: &str) -> Result<Vec<(String, H)>> {
+    let mut r = SequentialTableReader::<H>::open(spec).map_err(err)?;
+    let mut out = Vec::new();
+    while let Some(e) = r.next_entry().map_err(err)? {
+        out.push(e);
+    }
+    Ok(out)
+}
+
+/// The fixture's lattices and features copied `reps` times under new keys
+/// into two archives in `dir`; their rspecifiers and the frame count.
+fn replicate(dir: &std::path::Path, min_frames: usize) -> Result<(String, String, usize)> {
+    let lats = read_all::<CompactLattice>(LATTICES)?;
+    let feats = read_all::<Matrix<f32>>(FEATS)?;
+    let per_copy: usize = feats.iter().map(|(_, m)| m.rows()).sum();
+    let copies = min_frames.div_ceil(per_copy.max(1)).max(1);
+    let lat_spec = format!("ark:{}", dir.join("lat.ark").display());
+    let feat_spec = format!("ark:{}", dir.join("feats.ark").display());
+    let mut lw = TableWriter::<CompactLattice>::open(&lat_spec).map_err(err)?;
+    let mut fw = TableWriter::<Matrix<f32>>::open(&feat_spec).map_err(err)?;
+    for c in 0..copies {
+        for (k, l) in &lats {
+            lw.write(&format!("r{c:04}-{k}"), l).map_err(err)?;
+        }
+        for (k, m) in &feats {
+            fw.write(&format!("r{c:04}-{k}"), m).map_err(err)?;
+        }
+    }
+    lw.close().map_err(err)?;
+    fw.close().map_err(err)?;
+    Ok((lat_spec, feat_spec, copies * per_copy))
+}
+
+pub fn score_lattice(
+    engine: &dyn Engine,
+    cfg: &BenchConfig,
+    emit: &mut dyn FnMut(&Json),
+) -> Result<()> {
+    let case = "score_lattice";
+    let kaldi = KaldiModel::from_bytes(&std::fs::read(MODEL).map_err(err)?).map_err(err)?;
+    let (pdfs, d) = (kaldi.am.pdfs.len(), kaldi.am.dim);
+    let g = cfg.gauss_per_state.unwrap_or(256);
+    let model = random::model(
+        &mut Rng::new(cfg.seed),
+        &vec![g; pdfs],
+        d,
+        CovKind::Diagonal,
+    );
+    let dir = tempfile::tempdir().map_err(err)?;
+    let (lat_spec, feat_spec, frames) = replicate(dir.path(), cfg.frames.unwrap_or(100_000))?;
+    let mut loaded = engine.load(&model)?;
+
+    let out_path = dir.path().join("rescored.ark");
+    let out = format!("ark:{}", out_path.display());
+    let tables = LatticeTables {
+        lattices: &lat_spec,
+        features: &feat_spec,
+        output: &out,
+    };
+    let mut lattices = 0;
+    let timing = time_median(cfg.reps, || {
+        let done =
+            rescore_tables(loaded.as_mut(), &kaldi.trans, d, &tables, 0.0).map_err(Error::Usage)?;
+        lattices = done.lattices;
+        Ok(None)
+    })?;
+
+    // The engine alone on the same frames, in memory.
+    let all: Vec<f32> = read_all::<Matrix<f32>>(&feat_spec)?
+        .into_iter()
+        .flat_map(|(_, m)| m.into_data())
+        .collect();
+    let mut ll = vec![0f32; frames * pdfs];
+    let kernel = time_median(cfg.reps, || {
+        loaded.state_loglikes(FrameBatch::new(&all, d), &mut ll)?;
+        Ok(None)
+    })?;
+    emit(
+        &Json::new()
+            .str("case", case)
+            .int("lattices", lattices)
+            .int("pdfs", pdfs)
+            .int("gauss_per_state", g)
+            .int("D", d)
+            .int("frames", frames)
+            .num("seconds", timing.wall)
+            .num("frames_per_second", frames as f64 / timing.wall)
+            .num("score_frames_per_second", frames as f64 / kernel.wall)
+            .str("engine", engine.name())
+            .str("device", &engine.device()),
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::cpu::CpuEngine;
+
+    #[test]
+    fn rescores_every_replicated_lattice() {
+        let engine = CpuEngine::new(1).unwrap();
+        let cfg = BenchConfig {
+            frames: Some(10_000),
+            gauss_per_state: Some(2),
+            reps: 1,
+            ..BenchConfig::default()
+        };
+        let mut lines = Vec::new();
+        score_lattice(&engine, &cfg, &mut |j| lines.push(j.clone())).unwrap();
+        let j = &lines[0];
+        // 8445 frames a copy (the fixture), so two copies of 40 lattices.
+        assert_eq!(j.get("frames"), Some("16890"));
+        assert_eq!(j.get("lattices"), Some("80"));
+        assert!(j.get("score_frames_per_second").is_some());
+    }
+}
