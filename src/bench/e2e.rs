@@ -165,7 +165,6 @@ pub fn score_ark(
     );
     let data = random::features(&mut rng, frames, d);
     let (dir, spec) = feature_ark(&data, d, 256)?;
-    drop(data);
     let read_model = time_model_read(&model, dir.path())?;
     let load = time_median(cfg.reps, || {
         engine.load(&model)?;
@@ -182,6 +181,21 @@ pub fn score_ark(
     })?;
     let out_bytes = std::fs::metadata(&out_path).map(|m| m.len()).unwrap_or(0);
     let _ = std::fs::remove_file(&out_path);
+    // The two bounds: the engine alone on one batch of frames in memory, and
+    // writing the same output (same matrices' shape, no scoring).
+    let batch = frames
+        .min(crate::score::likes::BATCH_VALUES / s.max(1))
+        .max(1);
+    let mut ll = vec![0f32; batch * s];
+    let kernel = time_median(cfg.reps, || {
+        loaded.state_loglikes(FrameBatch::new(&data[..batch * d], d), &mut ll)?;
+        Ok(None)
+    })?;
+    let write = time_median(cfg.reps, || {
+        write_only(&out, frames, 256, s, &ll)?;
+        let _ = std::fs::remove_file(&out_path);
+        Ok(None)
+    })?;
     emit(
         &Json::new()
             .str("case", case)
@@ -192,12 +206,55 @@ pub fn score_ark(
             .num("seconds", timing.wall)
             .num("frames_per_second", frames as f64 / timing.wall)
             .num("output_gb_per_second", out_bytes as f64 / timing.wall / 1e9)
+            .num("score_frames_per_second", batch as f64 / kernel.wall)
+            .num("write_frames_per_second", frames as f64 / write.wall)
             .num("read_model_seconds", read_model)
             .num("load_seconds", load.wall)
             .str("engine", engine.name())
             .str("device", &engine.device()),
     );
     Ok(())
+}
+
+/// Writes `frames` rows of `cols` log-likelihoods to `out` as score does
+/// (`utt_frames`-row matrices from a shared batch buffer, written behind),
+/// the values taken from `rows` over and over: what writing alone costs.
+fn write_only(
+    out: &str,
+    frames: usize,
+    utt_frames: usize,
+    cols: usize,
+    rows: &[f32],
+) -> Result<()> {
+    use crate::train::write_behind::{SharedRows, WriteBehind};
+    let buf = std::sync::Arc::new(rows.to_vec());
+    let per_buf = rows.len() / cols.max(1);
+    if per_buf < utt_frames {
+        return Err(Error::Usage(
+            "bench: write buffer shorter than an utterance".into(),
+        ));
+    }
+    let mut w = WriteBehind::<SharedRows>::open(out, 64).map_err(table_err)?;
+    let mut start = 0;
+    for u in 0..frames.div_ceil(utt_frames) {
+        let n = utt_frames.min(frames - u * utt_frames);
+        if start + n > per_buf {
+            start = 0;
+        }
+        let (buf, at) = (buf.clone(), start * cols);
+        w.write(
+            format!("utt{u:07}"),
+            SharedRows {
+                buf,
+                start: at,
+                rows: n,
+                cols,
+            },
+        )
+        .map_err(table_err)?;
+        start += n;
+    }
+    w.close().map_err(table_err)
 }
 
 /// Seconds to read `model` back from a binary AmDiagGmm file in `dir` (the

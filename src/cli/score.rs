@@ -26,7 +26,9 @@ use crate::score::likes::{log_sum_exp, preselect_loglikes, UtteranceQueue};
 use crate::score::model_file::ModelFile;
 use crate::stats::fmt_g;
 use crate::train::prefetch::PrefetchedFeats;
-use crate::train::write_behind::WriteBehind;
+use crate::train::write_behind::{SharedRows, WriteBehind};
+
+use std::sync::Arc;
 
 #[derive(Debug, Clone, Args)]
 pub struct ScoreArgs {
@@ -144,7 +146,8 @@ pub fn likes_table(
 /// [`likes_table`] with the model already on its engine. The output is
 /// written behind on its own thread (a frames × states matrix per utterance
 /// is far more bytes than its features), so that writing one batch overlaps
-/// scoring the next.
+/// scoring the next; each batch's log-likelihoods stay in one buffer that
+/// the writer shares, and buffers are reused once written.
 pub fn likes_table_loaded(
     loaded: &mut dyn crate::engine::LoadedModel,
     model: &AcousticModel,
@@ -152,10 +155,11 @@ pub fn likes_table_loaded(
     output: &str,
 ) -> Result<usize, String> {
     let mut reader = PrefetchedFeats::open(features).map_err(|e| e.to_string())?;
-    let mut writer = WriteBehind::<Matrix<f32>>::open(output, 64).map_err(|e| e.to_string())?;
+    let mut writer = WriteBehind::<SharedRows>::open(output, 64).map_err(|e| e.to_string())?;
     let ns = model.num_states();
     let mut num_done = 0usize;
     let mut queue = UtteranceQueue::default();
+    let mut buffers = BufferPool::default();
     loop {
         let next = reader.next_entry().map_err(|e| e.to_string())?;
         if let Some((key, feats)) = next.as_ref() {
@@ -168,15 +172,28 @@ pub fn likes_table_loaded(
         if !(end || queue.full(ns)) {
             continue;
         }
-        for (key, feats, ll) in queue
-            .score_states(loaded, model.dim)
-            .map_err(|e| e.to_string())?
-        {
+        let mut out = buffers.take();
+        let utts = queue
+            .score_states_into(loaded, model.dim, &mut out)
+            .map_err(|e| e.to_string())?;
+        let buf = buffers.share(out);
+        let mut start = 0;
+        for (key, rows) in utts {
             // An empty utterance gives an empty (0 × 0) matrix, as Kaldi's Matrix does.
-            let cols = if feats.rows() == 0 { 0 } else { ns };
-            let out = Matrix::from_vec(feats.rows(), cols, ll)
-                .ok_or("internal error: log-likelihood matrix of the wrong size")?;
-            writer.write(key, out).map_err(|e| e.to_string())?;
+            let cols = if rows == 0 { 0 } else { ns };
+            let buf = buf.clone();
+            writer
+                .write(
+                    key,
+                    SharedRows {
+                        buf,
+                        start,
+                        rows,
+                        cols,
+                    },
+                )
+                .map_err(|e| e.to_string())?;
+            start += rows * ns;
             num_done += 1;
         }
         if end {
@@ -185,6 +202,32 @@ pub fn likes_table_loaded(
     }
     writer.close().map_err(|e| e.to_string())?;
     Ok(num_done)
+}
+
+/// Batch output buffers shared with the writer thread, reused once it is
+/// done with them.
+#[derive(Default)]
+struct BufferPool {
+    shared: Vec<Arc<Vec<f32>>>,
+}
+
+impl BufferPool {
+    /// A buffer no entry in flight uses any more, or a new one.
+    fn take(&mut self) -> Vec<f32> {
+        let free = self.shared.iter().position(|b| Arc::strong_count(b) == 1);
+        free.and_then(|i| Arc::try_unwrap(self.shared.swap_remove(i)).ok())
+            .unwrap_or_default()
+    }
+
+    /// `buf` shared (kept for reuse; at most a few are kept).
+    fn share(&mut self, buf: Vec<f32>) -> Arc<Vec<f32>> {
+        let buf = Arc::new(buf);
+        if self.shared.len() >= 4 {
+            self.shared.remove(0);
+        }
+        self.shared.push(buf.clone());
+        buf
+    }
 }
 
 enum LikesWriter {

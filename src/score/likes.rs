@@ -165,6 +165,8 @@ pub fn state_loglikes_batch(
 pub struct UtteranceQueue {
     utts: Vec<(String, Matrix<f32>)>,
     frames: usize,
+    /// The queued frames gathered for one engine call (kept for reuse).
+    gathered: Vec<f32>,
 }
 
 impl UtteranceQueue {
@@ -199,6 +201,34 @@ impl UtteranceQueue {
             .zip(ll)
             .map(|((k, m), l)| (k, m, l))
             .collect())
+    }
+
+    /// [`Self::score_states`] into `out` (resized; its memory reused from
+    /// batch to batch, so a large output is not paged in anew each time):
+    /// empties the queue and returns each utterance's key and frame count,
+    /// in queue order; its rows follow one another in `out`.
+    pub fn score_states_into(
+        &mut self,
+        loaded: &mut dyn LoadedModel,
+        dim: usize,
+        out: &mut Vec<f32>,
+    ) -> Result<Vec<(String, usize)>> {
+        let utts = std::mem::take(&mut self.utts);
+        self.frames = 0;
+        self.gathered.clear();
+        for (_, m) in &utts {
+            check_dim(m.data(), dim).map_err(|e| in_utts(&utts, e))?;
+            self.gathered.extend_from_slice(m.data());
+        }
+        let n = self.gathered.len() / dim.max(1) * loaded.num_states();
+        out.truncate(n);
+        out.resize(n, 0.0);
+        if n > 0 {
+            loaded
+                .state_loglikes(FrameBatch::new(&self.gathered, dim), out)
+                .map_err(|e| in_utts(&utts, e))?;
+        }
+        Ok(utts.into_iter().map(|(k, m)| (k, m.rows())).collect())
     }
 
     /// Component log-likelihoods of `state` (a global GMM's Gaussians) for

@@ -529,17 +529,38 @@ impl<T: Real> KaldiObject for Matrix<T> {
     }
 
     fn write<W: Write>(&self, w: &mut Writer<W>) -> io::Result<()> {
-        if w.binary() {
-            w.write_token(T::MAT_TOKEN)?;
-            w.write_i32(dim_i32(self.rows)?)?;
-            w.write_i32(dim_i32(self.cols)?)?;
-            let mut buf = Vec::new();
-            T::extend_le_bytes(&mut buf, &self.data);
-            w.write_raw(&buf)
-        } else {
-            write_text_matrix(w, self.rows, self.cols, &self.data)
-        }
+        write_matrix(w, self.rows, self.cols, &self.data)
     }
+}
+
+/// Kaldi's `Matrix::Write` of a `rows × cols` row-major matrix held
+/// anywhere (the bytes of a [`Matrix`] holding `data`). Binary data is
+/// converted in pieces, so no copy of the whole matrix is made.
+pub fn write_matrix<T: Real, W: Write>(
+    w: &mut Writer<W>,
+    rows: usize,
+    cols: usize,
+    data: &[T],
+) -> io::Result<()> {
+    if rows.checked_mul(cols) != Some(data.len()) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("matrix of {rows} × {cols} given {} values", data.len()),
+        ));
+    }
+    if !w.binary() {
+        return write_text_matrix(w, rows, cols, data);
+    }
+    w.write_token(T::MAT_TOKEN)?;
+    w.write_i32(dim_i32(rows)?)?;
+    w.write_i32(dim_i32(cols)?)?;
+    let mut buf = Vec::with_capacity(1 << 16);
+    for piece in data.chunks((1 << 16) / T::SIZE) {
+        buf.clear();
+        T::extend_le_bytes(&mut buf, piece);
+        w.write_raw(&buf)?;
+    }
+    Ok(())
 }
 
 /// Kaldi's text matrix form (`MatrixBase::Write`, text mode).

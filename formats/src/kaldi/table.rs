@@ -17,12 +17,14 @@
 //! the file, the key and the byte offset.
 
 use std::collections::HashMap;
+use std::io::{self, Write};
 use std::marker::PhantomData;
 use std::sync::Arc;
 
 use super::files::{map_file, printable_rx, read_rxfilename, ByteSource, InputData, Output};
 use super::holder::Holder;
-use super::io::Reader;
+use super::io::{Reader, Writer};
+use super::matrix::{write_matrix, Matrix, Real};
 use super::script::{parse_script, ScriptEntry};
 use super::specifier::{RSpecifier, RxFilename, TableKind, WSpecifier, WTarget};
 use crate::error::{Error, Pos, Result};
@@ -491,6 +493,19 @@ pub struct TableWriter<H> {
     _h: PhantomData<fn(&H)>,
 }
 
+impl<T: Real> TableWriter<Matrix<T>> {
+    /// A matrix entry from rows held elsewhere: the same bytes as
+    /// [`TableWriter::write`] of a [`Matrix`] holding `data` (`rows × cols`,
+    /// row-major), without making one.
+    pub fn write_rows(&mut self, key: &str, rows: usize, cols: usize, data: &[T]) -> Result<()> {
+        self.write_entry(key, &mut |w, binary| {
+            let mut kw = Writer::new(w, binary);
+            kw.write_binary_marker()?;
+            write_matrix(&mut kw, rows, cols, data)
+        })
+    }
+}
+
 impl<H: Holder> TableWriter<H> {
     pub fn open(wspecifier: &str) -> Result<Self> {
         let spec = WSpecifier::parse(wspecifier).map_err(spec_error)?;
@@ -541,6 +556,16 @@ impl<H: Holder> TableWriter<H> {
     }
 
     pub fn write(&mut self, key: &str, obj: &H) -> Result<()> {
+        self.write_entry(key, &mut |w, binary| obj.write_holder(w, binary))
+    }
+
+    /// Writes one entry whose object bytes (binary marker included) `object`
+    /// produces, in the table's binary or text form.
+    fn write_entry(
+        &mut self,
+        key: &str,
+        object: &mut dyn FnMut(&mut dyn Write, bool) -> io::Result<()>,
+    ) -> Result<()> {
         if !is_valid_key(key) {
             return Err(Error::format(
                 Pos::Unknown,
@@ -553,7 +578,7 @@ impl<H: Holder> TableWriter<H> {
                 let res = w.write_all(key.as_bytes()).and_then(|_| w.write_all(b" "));
                 res.map_err(|e| out.err(e))?;
                 let offset = out.position();
-                let res = obj.write_holder(out.writer(), self.binary);
+                let res = object(out.writer(), self.binary);
                 res.map_err(|e| out.err(e).with_key(key))?;
                 if let Some((s, ark)) = scp {
                     let line = format!("{key} {ark}:{offset}\n");
@@ -579,7 +604,7 @@ impl<H: Holder> TableWriter<H> {
                     ));
                 };
                 let mut out = Output::open(wx)?;
-                let res = obj.write_holder(out.writer(), self.binary);
+                let res = object(out.writer(), self.binary);
                 res.map_err(|e| out.err(e).with_key(key))?;
                 out.close()
             }
