@@ -8,6 +8,7 @@
 pub mod acc_stats;
 pub mod bench;
 pub mod copy;
+pub mod copy_options;
 pub mod copy_to_htk;
 pub mod docs;
 pub mod engine_args;
