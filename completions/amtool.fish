@@ -68,6 +68,16 @@ complete -c amtool -n "__fish_amtool_using_subcommand copy" -l write-compact -d 
 complete -c amtool -n "__fish_amtool_using_subcommand copy" -l include -d 'Tables: copy only the keys listed (first field of each line of this text file), as lattice-copy' -r
 complete -c amtool -n "__fish_amtool_using_subcommand copy" -l exclude -d 'Tables: copy all but the keys listed (first field of each line of this text file), as lattice-copy' -r
 complete -c amtool -n "__fish_amtool_using_subcommand copy" -l ignore-missing -d 'Tables: exit with status 0 even if nothing was copied, as lattice-copy' -r
+complete -c amtool -n "__fish_amtool_using_subcommand copy" -l write-num-frames -d 'Tables of matrices: also write each utterance\'s number of frames (rows) to this wspecifier, e.g. \'ark,t:utt2num_frames\' (copy-feats)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand copy" -l sphinx-in -d 'Read the input table\'s objects as CMU Sphinx feature files (13-dimensional, big-endian), as copy-feats --sphinx-in' -r
+complete -c amtool -n "__fish_amtool_using_subcommand copy" -l scale -d 'Scale matrices (copy-matrix), vectors (copy-vector: tables only, as Kaldi\'s) or posterior weights (copy-post) by this factor' -r
+complete -c amtool -n "__fish_amtool_using_subcommand copy" -l apply-log -d 'Matrices: take the log of each element, floored at 1e-20 first (copy-matrix)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand copy" -l apply-exp -d 'Matrices: exponentiate each element (copy-matrix)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand copy" -l apply-power -d 'Matrices: raise each element to this power (copy-matrix)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand copy" -l apply-softmax-per-row -d 'Matrices: replace each row by its softmax (copy-matrix)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand copy" -l change-dim -d 'Vectors: truncate or zero-pad to this dimension; -1 keeps it (copy-vector\'s --change_dim)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand copy" -l copy-tm -d 'Models: copy the transition model (gmm-copy; false reads and writes the AmDiagGmm alone)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand copy" -l copy-am -d 'Models: copy the acoustic model, the AmDiagGmm (gmm-copy; false writes the transition model alone)' -r
 complete -c amtool -n "__fish_amtool_using_subcommand copy" -l kaldi-tool -d 'The Kaldi tool this copy stands in for (set by the shims: copy-feats, copy-matrix, ...)' -r
 complete -c amtool -n "__fish_amtool_using_subcommand copy" -s h -l help -d 'Print help'
 complete -c amtool -n "__fish_amtool_using_subcommand acc-stats" -l verbose -d 'Verbose level (higher = more logging)' -r

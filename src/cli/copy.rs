@@ -36,9 +36,12 @@ use amtool_formats::kaldi::matrix::{Matrix, PackedMatrix, Vector};
 use amtool_formats::kaldi::model::{KaldiModel, ObjectKind};
 use amtool_formats::kaldi::object::{object_to_bytes, read_object, KaldiObject};
 use amtool_formats::kaldi::specifier::{is_table_specifier, RSpecifier, RxFilename, TableKind};
+use amtool_formats::kaldi::holder::{Basic, Holder};
+use amtool_formats::kaldi::sphinx::SphinxFeatures;
 use amtool_formats::kaldi::table::{SequentialTableReader, TableWriter};
 use amtool_formats::Error as FormatError;
 
+use super::copy_options::{gmm_copy_parts, Edits, Place};
 use super::{kaldi, KaldiStandard};
 
 #[derive(Debug, Clone, Args)]
@@ -76,6 +79,46 @@ pub struct CopyArgs {
     #[arg(long, value_name = "BOOL", default_value = "false", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", value_parser = kaldi::parse_bool)]
     pub ignore_missing: bool,
+    /// Tables of matrices: also write each utterance's number of frames (rows) to this
+    /// wspecifier, e.g. 'ark,t:utt2num_frames' (copy-feats).
+    #[arg(long, value_name = "WSPECIFIER", default_value = "")]
+    pub write_num_frames: String,
+    /// Read the input table's objects as CMU Sphinx feature files (13-dimensional,
+    /// big-endian), as copy-feats --sphinx-in.
+    #[arg(long, value_name = "BOOL", default_value = "false", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = kaldi::parse_bool)]
+    pub sphinx_in: bool,
+    /// Scale matrices (copy-matrix), vectors (copy-vector: tables only, as Kaldi's) or
+    /// posterior weights (copy-post) by this factor.
+    #[arg(long, value_name = "FLOAT", default_value_t = 1.0)]
+    pub scale: f32,
+    /// Matrices: take the log of each element, floored at 1e-20 first (copy-matrix).
+    #[arg(long, value_name = "BOOL", default_value = "false", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = kaldi::parse_bool)]
+    pub apply_log: bool,
+    /// Matrices: exponentiate each element (copy-matrix).
+    #[arg(long, value_name = "BOOL", default_value = "false", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = kaldi::parse_bool)]
+    pub apply_exp: bool,
+    /// Matrices: raise each element to this power (copy-matrix).
+    #[arg(long, value_name = "FLOAT", default_value_t = 1.0)]
+    pub apply_power: f32,
+    /// Matrices: replace each row by its softmax (copy-matrix).
+    #[arg(long, value_name = "BOOL", default_value = "false", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = kaldi::parse_bool)]
+    pub apply_softmax_per_row: bool,
+    /// Vectors: truncate or zero-pad to this dimension; -1 keeps it (copy-vector's --change_dim).
+    #[arg(long, value_name = "N", default_value_t = -1)]
+    pub change_dim: i32,
+    /// Models: copy the transition model (gmm-copy; false reads and writes the AmDiagGmm alone).
+    #[arg(long, value_name = "BOOL", default_value = "true", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = kaldi::parse_bool)]
+    pub copy_tm: bool,
+    /// Models: copy the acoustic model, the AmDiagGmm (gmm-copy; false writes the transition
+    /// model alone).
+    #[arg(long, value_name = "BOOL", default_value = "true", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = kaldi::parse_bool)]
+    pub copy_am: bool,
     /// The Kaldi tool this copy stands in for (set by the shims: copy-feats, copy-matrix, ...).
     #[arg(long, hide = true, default_value = "amtool-copy")]
     pub kaldi_tool: String,
@@ -114,23 +157,70 @@ fn method(args: &CopyArgs) -> Result<Option<CompressionMethod>, String> {
         })
 }
 
-/// Float-matrix tools (copy-feats, copy-matrix) read everything as
-/// `Matrix<BaseFloat>`.
+/// Float tools (copy-feats, copy-matrix, copy-vector) read everything as
+/// `Matrix<BaseFloat>` / `Vector<BaseFloat>`.
 fn as_float_tool(tool: &str) -> bool {
-    matches!(tool, "copy-feats" | "copy-matrix")
+    matches!(tool, "copy-feats" | "copy-matrix" | "copy-vector")
 }
 
-/// What the object becomes on output.
-fn transform(
-    obj: AnyObject,
+/// The type a Kaldi copy tool reads its table entries as. Binary entries say
+/// what they are; text ones do not always (a one-line matrix looks like a
+/// vector, a vector like a posterior), so the tool's type decides, as the
+/// Kaldi tool's reader does.
+fn tool_entry_type(tool: &str, entry: &[u8]) -> Option<ObjectType> {
+    if entry.starts_with(b"\0B") {
+        return None;
+    }
+    match tool {
+        "copy-feats" | "copy-matrix" => Some(ObjectType::FloatMatrix),
+        "copy-vector" => Some(ObjectType::FloatVector),
+        "copy-post" => Some(ObjectType::Posterior),
+        "copy-int-vector" => Some(ObjectType::Int32Vector),
+        _ => None,
+    }
+}
+
+/// The same for a single-object file: copy-matrix reads a matrix, copy-vector
+/// a vector, whichever of the two the text looks like.
+fn tool_object_kind(tool: &str, detected: ObjectKind) -> ObjectKind {
+    match (tool, detected) {
+        ("copy-feats" | "copy-matrix", ObjectKind::Vector) => ObjectKind::Matrix,
+        ("copy-vector", ObjectKind::Matrix) => ObjectKind::Vector,
+        _ => detected,
+    }
+}
+
+/// What happens to each entry of a table on its way out.
+struct Plan {
     compress: Option<CompressionMethod>,
     float_tool: bool,
     write_compact: Option<bool>,
-) -> Result<AnyObject, String> {
-    match (obj, write_compact) {
-        (AnyObject::CompactLattice(c), Some(false)) => Ok(AnyObject::Lattice(c.to_lattice())),
-        (AnyObject::Lattice(l), Some(true)) => Ok(AnyObject::CompactLattice(l.to_compact())),
-        (obj, _) => transform_other(obj, compress, float_tool),
+    edits: Edits,
+}
+
+impl Plan {
+    fn new(args: &CopyArgs) -> Result<Plan, String> {
+        Ok(Plan {
+            compress: method(args)?,
+            float_tool: as_float_tool(&args.kaldi_tool),
+            write_compact: match args.write_compact {
+                None if args.kaldi_tool == "lattice-copy" => Some(true),
+                w => w,
+            },
+            edits: Edits::from_args(args)?,
+        })
+    }
+
+    /// What the object becomes on output.
+    fn transform(&self, obj: AnyObject) -> Result<AnyObject, String> {
+        match (obj, self.write_compact) {
+            (AnyObject::CompactLattice(c), Some(false)) => Ok(AnyObject::Lattice(c.to_lattice())),
+            (AnyObject::Lattice(l), Some(true)) => Ok(AnyObject::CompactLattice(l.to_compact())),
+            (obj, _) => {
+                let obj = self.edits.apply(obj, Place::Table)?;
+                transform_other(obj, self.compress, self.float_tool)
+            }
+        }
     }
 }
 
@@ -154,6 +244,9 @@ fn transform_other(
         if let Some(f) = obj.to_float_matrix() {
             return Ok(AnyObject::FloatMatrix(f));
         }
+        if let AnyObject::DoubleVector(v) = obj {
+            return Ok(AnyObject::FloatVector(v.convert()));
+        }
     }
     Ok(obj)
 }
@@ -165,11 +258,13 @@ fn copy_table(args: &CopyArgs) -> Result<i32, String> {
             args.input, args.output
         ));
     }
-    let compress = method(args)?;
+    let plan = Plan::new(args)?;
     if args.htk_in {
-        return copy_htk_table(args, compress);
+        return copy_feature_files(args, &plan, |f: ParamFile| f.to_matrix());
     }
-    let float_tool = as_float_tool(&args.kaldi_tool);
+    if args.sphinx_in {
+        return copy_feature_files(args, &plan, |f: SphinxFeatures| f.0);
+    }
     let spec = RSpecifier::parse(&args.input).map_err(|e| e.0)?;
     let subset = match (&args.include, &args.exclude) {
         (Some(_), Some(_)) => {
@@ -183,6 +278,7 @@ fn copy_table(args: &CopyArgs) -> Result<i32, String> {
     let mut reader =
         SequentialTableReader::<AnyObject>::open(&args.input).map_err(|e| e.to_string())?;
     let mut writer = TableWriter::<AnyObject>::open(&args.output).map_err(|e| e.to_string())?;
+    let mut num_frames = NumFramesWriter::open(&args.write_num_frames)?;
     let mut kind: Option<ObjectType> = None;
     let mut num_done = 0usize;
     loop {
@@ -193,7 +289,9 @@ fn copy_table(args: &CopyArgs) -> Result<i32, String> {
             reader.next_with(|_, r| {
                 let t = match kind {
                     Some(t) => t,
-                    None => detect_entry(r.remaining()).ok_or_else(|| {
+                    None => tool_entry_type(&args.kaldi_tool, r.remaining())
+                        .or_else(|| detect_entry(r.remaining()))
+                        .ok_or_else(|| {
                         r.error(
                             "cannot tell which Kaldi object this table holds (not a matrix, vector, \
                              alignment, posterior, Gaussian selection, lattice or basic value)",
@@ -224,16 +322,15 @@ fn copy_table(args: &CopyArgs) -> Result<i32, String> {
                 continue;
             }
         }
-        let write_compact = match args.write_compact {
-            None if args.kaldi_tool == "lattice-copy" => Some(true),
-            w => w,
-        };
-        let out = transform(obj, compress, float_tool, write_compact)
+        let out = plan
+            .transform(obj)
             .map_err(|m| format!("{}: key {key}: {m}", printable_rx(&args.input)))?;
         writer.write(&key, &out).map_err(|e| e.to_string())?;
+        num_frames.write(&key, &out)?;
         num_done += 1;
     }
     writer.close().map_err(|e| e.to_string())?;
+    num_frames.close()?;
     if subset.is_some() {
         // lattice-copy's subset copy (its compact-lattice branch prints the leading space).
         let space = if kind == Some(ObjectType::CompactLattice) {
@@ -249,7 +346,7 @@ fn copy_table(args: &CopyArgs) -> Result<i32, String> {
         });
     }
     match kind {
-        Some(t) if t.is_matrix() || compress.is_some() => {
+        Some(t) if t.is_matrix() || plan.compress.is_some() => {
             if args.kaldi_tool == "copy-matrix" {
                 crate::kaldi_log!("Copied {num_done} matrices.");
             } else {
@@ -257,6 +354,12 @@ fn copy_table(args: &CopyArgs) -> Result<i32, String> {
             }
         }
         Some(ObjectType::Int32Vector) => crate::kaldi_log!("Copied {num_done} vectors of int32."),
+        Some(ObjectType::FloatVector | ObjectType::DoubleVector) => {
+            match plan.edits.vector_log_suffix() {
+                s if s.is_empty() => crate::kaldi_log!("Copied {num_done} vectors."),
+                s => crate::kaldi_log!("Copied {num_done} vectors{s}"),
+            }
+        }
         Some(ObjectType::Posterior) => crate::kaldi_log!("Done copying {num_done} posteriors."),
         Some(ObjectType::Lattice | ObjectType::CompactLattice) => {
             crate::kaldi_log!("Done copying {num_done} lattices.")
@@ -289,22 +392,73 @@ fn read_key_list(rx: &str) -> Result<std::collections::BTreeSet<String>, String>
     Ok(keys)
 }
 
-/// `copy-feats --htk-in`: every entry is an HTK parameter file; its frames are
-/// written as a Kaldi float (or, with `--compress`, compressed) matrix.
-fn copy_htk_table(args: &CopyArgs, compress: Option<CompressionMethod>) -> Result<i32, String> {
-    let mut reader =
-        SequentialTableReader::<ParamFile>::open(&args.input).map_err(|e| e.to_string())?;
+/// `copy-feats --htk-in` / `--sphinx-in`: every entry is an HTK parameter
+/// file or a Sphinx feature file; its frames are written as a Kaldi float
+/// (or, with `--compress`, compressed) matrix.
+fn copy_feature_files<H: Holder>(
+    args: &CopyArgs,
+    plan: &Plan,
+    frames: impl Fn(H) -> Matrix<f32>,
+) -> Result<i32, String> {
+    let mut reader = SequentialTableReader::<H>::open(&args.input).map_err(|e| e.to_string())?;
     let mut writer = TableWriter::<AnyObject>::open(&args.output).map_err(|e| e.to_string())?;
+    let mut num_frames = NumFramesWriter::open(&args.write_num_frames)?;
     let mut num_done = 0usize;
     while let Some((key, f)) = reader.next_entry().map_err(|e| e.to_string())? {
-        let out = transform_other(AnyObject::FloatMatrix(f.to_matrix()), compress, true)
+        let m = AnyObject::FloatMatrix(frames(f));
+        let out = plan
+            .edits
+            .apply(m, Place::Table)
+            .and_then(|m| transform_other(m, plan.compress, true))
             .map_err(|m| format!("{}: key {key}: {m}", printable_rx(&args.input)))?;
         writer.write(&key, &out).map_err(|e| e.to_string())?;
+        num_frames.write(&key, &out)?;
         num_done += 1;
     }
     writer.close().map_err(|e| e.to_string())?;
+    num_frames.close()?;
     crate::kaldi_log!("Copied {num_done} feature matrices.");
     Ok(if num_done != 0 { 0 } else { 1 })
+}
+
+/// copy-feats `--write-num-frames`: each matrix's number of rows, by key, to
+/// an int32 table (nothing when the wspecifier is empty).
+struct NumFramesWriter(Option<(String, TableWriter<Basic<i32>>)>);
+
+impl NumFramesWriter {
+    fn open(wspecifier: &str) -> Result<Self, String> {
+        if wspecifier.is_empty() {
+            return Ok(NumFramesWriter(None));
+        }
+        let w = TableWriter::open(wspecifier).map_err(|e| e.to_string())?;
+        Ok(NumFramesWriter(Some((wspecifier.to_string(), w))))
+    }
+
+    fn write(&mut self, key: &str, obj: &AnyObject) -> Result<(), String> {
+        let Some((name, w)) = &mut self.0 else {
+            return Ok(());
+        };
+        let rows = match obj {
+            AnyObject::FloatMatrix(m) => m.rows(),
+            AnyObject::DoubleMatrix(m) => m.rows(),
+            AnyObject::CompressedMatrix(c) => c.rows,
+            o => {
+                return Err(format!(
+                    "--write-num-frames={name}: key {key} holds a {}, not a matrix",
+                    o.object_type().describe()
+                ))
+            }
+        };
+        let rows = i32::try_from(rows).map_err(|_| format!("{key}: too many frames"))?;
+        w.write(key, &Basic(rows)).map_err(|e| e.to_string())
+    }
+
+    fn close(self) -> Result<(), String> {
+        match self.0 {
+            Some((_, w)) => w.close().map_err(|e| e.to_string()),
+            None => Ok(()),
+        }
+    }
 }
 
 /// Does the file look like an HTK MMF (first token a macro `~x` or `<BEGINHMM>`)?
@@ -399,9 +553,10 @@ pub fn copy_single_object(
     buf: &[u8],
     binary: bool,
     out_name: &str,
-    float_tool: bool,
+    tool: &str,
 ) -> Result<(Vec<u8>, String), FormatError> {
-    let kind = ObjectKind::detect(buf);
+    let float_tool = as_float_tool(tool);
+    let kind = tool_object_kind(tool, ObjectKind::detect(buf));
     // The finer type (float/double/compressed/packed) of matrices and vectors.
     let entry_kind = detect_entry(buf);
     Ok(match kind {
@@ -446,23 +601,59 @@ pub fn copy_single_object(
     })
 }
 
+/// A single matrix or vector file copied with copy-matrix's or copy-vector's
+/// options; the bytes to write and the log line.
+fn edit_single_object(
+    buf: &[u8],
+    edits: &Edits,
+    binary: bool,
+    out_name: &str,
+    tool: &str,
+) -> Result<(Vec<u8>, String), String> {
+    let float_tool = as_float_tool(tool);
+    let fail = |e: FormatError| e.to_string();
+    let (obj, what) = match tool_object_kind(tool, ObjectKind::detect(buf)) {
+        ObjectKind::Matrix => (AnyObject::FloatMatrix(read_object(buf).map_err(fail)?), "matrix"),
+        ObjectKind::Vector => match detect_entry(buf) {
+            Some(ObjectType::DoubleVector) if !float_tool => {
+                (AnyObject::DoubleVector(read_object(buf).map_err(fail)?), "vector")
+            }
+            _ => (AnyObject::FloatVector(read_object(buf).map_err(fail)?), "vector"),
+        },
+        k => return Err(fail(k.mismatch_error("", "a matrix or vector (for --scale, --apply-*, --change-dim)"))),
+    };
+    let obj = edits.apply(obj, Place::File)?;
+    let mut bytes = Vec::new();
+    obj.write_holder(&mut bytes, binary).map_err(|e| e.to_string())?;
+    Ok((bytes, format!("Copied {what} to {out_name}")))
+}
+
 fn copy_single(args: &CopyArgs) -> Result<i32, String> {
     if args.compress {
         return Err("--compress=true applies to tables (ark:/scp:) only".to_string());
     }
+    if !args.write_num_frames.is_empty() {
+        return Err("--write-num-frames option not supported when writing/reading single files.".into());
+    }
+    if args.sphinx_in {
+        return Err("For single files, sphinx input is not yet supported.".into());
+    }
+    let edits = Edits::from_args(args)?;
     let in_name = printable_rx(&args.input);
     let rx = RxFilename::classify(&args.input).map_err(|e| e.0)?;
     let data = read_rxfilename(&rx).map_err(|e| e.to_string())?;
     let out_name = printable_wx(&args.output);
-    let (bytes, log) = match copy_htk_object(&data, args.binary, &in_name, &out_name) {
-        Some(r) => r.map_err(|e| e.in_file(&in_name).to_string())?,
-        None => copy_single_object(
-            &data,
-            args.binary,
-            &out_name,
-            as_float_tool(&args.kaldi_tool),
-        )
-        .map_err(|e| e.in_file(&in_name).to_string())?,
+    let in_file = |e: FormatError| e.in_file(&in_name).to_string();
+    let (bytes, log) = if !(args.copy_tm && args.copy_am) {
+        let bytes = gmm_copy_parts(&data, args.binary, args.copy_tm, args.copy_am).map_err(in_file)?;
+        (bytes, format!("Written model to {out_name}"))
+    } else if !edits.is_identity() {
+        edit_single_object(&data, &edits, args.binary, &out_name, &args.kaldi_tool).map_err(|e| format!("{in_name}: {e}"))?
+    } else {
+        match copy_htk_object(&data, args.binary, &in_name, &out_name) {
+            Some(r) => r.map_err(in_file)?,
+            None => copy_single_object(&data, args.binary, &out_name, &args.kaldi_tool).map_err(in_file)?,
+        }
     };
     write_wxfilename(&args.output, |w| w.write_all(&bytes)).map_err(|e| e.to_string())?;
     crate::kaldi_log!("{log}");

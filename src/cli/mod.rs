@@ -8,6 +8,7 @@
 pub mod acc_stats;
 pub mod bench;
 pub mod copy;
+pub mod copy_options;
 pub mod copy_to_htk;
 pub mod docs;
 pub mod engine_args;
@@ -200,8 +201,10 @@ pub fn fail(msg: &str) -> i32 {
     1
 }
 
-/// The program: `args` is the full argv, argv[0] included.
-pub fn main_with_args(args: Vec<OsString>) -> i32 {
+/// How argv (argv[0] included) is read: the program name for log lines (the
+/// Kaldi tool a link is named for, else `amtool-SUB`), the amtool subcommand
+/// with the options the tool's name fixes, and the tool's own arguments.
+pub fn invoked_as(args: &[OsString]) -> (String, Vec<OsString>, &[OsString]) {
     let argv0 = args
         .first()
         .cloned()
@@ -211,7 +214,7 @@ pub fn main_with_args(args: Vec<OsString>) -> i32 {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     // Through a shim: the tool name selects the subcommand; every argument is the tool's.
-    let (program, sub, rest): (String, Vec<OsString>, &[OsString]) = match shims::find(&invoked) {
+    match shims::find(&invoked) {
         Some(shim) => (
             invoked.clone(),
             shim.argv.iter().map(OsString::from).collect(),
@@ -223,21 +226,34 @@ pub fn main_with_args(args: Vec<OsString>) -> i32 {
             &args[2..],
         ),
         None => ("amtool".to_string(), Vec::new(), &args[1..]),
-    };
-    kaldi::set_program(&program);
+    }
+}
+
+/// The argument list clap parses for subcommand `sub` (with its fixed
+/// options) and the tool's arguments `rest`, Kaldi's option syntax rewritten
+/// ([`kaldi::normalize_args`]; `--config` files read).
+pub fn clap_args(sub: Vec<OsString>, rest: &[OsString]) -> Result<Vec<OsString>, String> {
     // `amtool bench` is not a Kaldi tool: its options take `--case NAME` too.
     // HERest's options are HTK's single-dash ones: no Kaldi rewriting.
     let rest = if sub.is_empty() || sub[0] == "bench" || sub[0] == "herest" {
         rest.to_vec()
     } else {
-        match kaldi::normalize_args(rest) {
-            Ok(r) => r,
-            Err(e) => return fail(&e),
-        }
+        kaldi::normalize_args(rest)?
     };
     let mut full = vec![OsString::from("amtool")];
     full.extend(sub);
     full.extend(rest);
+    Ok(full)
+}
+
+/// The program: `args` is the full argv, argv[0] included.
+pub fn main_with_args(args: Vec<OsString>) -> i32 {
+    let (program, sub, rest) = invoked_as(&args);
+    kaldi::set_program(&program);
+    let full = match clap_args(sub, rest) {
+        Ok(f) => f,
+        Err(e) => return fail(&e),
+    };
     let cli = match Cli::try_parse_from(&full) {
         Ok(c) => c,
         Err(e) => {

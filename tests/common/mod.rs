@@ -117,3 +117,11 @@ pub fn read_table<H: amtool::formats::kaldi::holder::Holder>(rspec: &str) -> Vec
         .map(|e| e.unwrap())
         .collect()
 }
+
+/// A link named `tool` (a Kaldi tool's name) to the amtool binary, in `dir`.
+#[cfg(unix)]
+pub fn shim(dir: &Path, tool: &str) -> PathBuf {
+    let link = dir.join(tool);
+    std::os::unix::fs::symlink(amtool_bin(), &link).unwrap();
+    link
+}

@@ -1,6 +1,7 @@
 //! Opening Kaldi's rxfilenames and wxfilenames (`util/kaldi-io.cc`):
 //! regular files (memory-mapped for reading; written atomically through a
-//! temporary file in the same folder that is renamed on success), `-`
+//! temporary file in the same folder that is renamed on success; devices,
+//! FIFOs and `/dev/stdout` written in place, see [`crate::atomic`]), `-`
 //! (stdin/stdout), input pipes `cmd |` and output pipes `| cmd` (run with
 //! `sh -c`; a non-zero exit status is an error, as Kaldi treats it).
 //!
@@ -11,7 +12,7 @@
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
 use std::ops::Deref;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::Arc;
 
@@ -307,20 +308,18 @@ impl<W: Write> Write for Counting<W> {
 }
 
 enum Sink {
-    File {
-        tmp: tempfile::NamedTempFile,
-        path: PathBuf,
-    },
+    File(crate::atomic::OutputFile),
     Stdout,
     Pipe {
         child: Child,
     },
 }
 
-/// An opened wxfilename. Files are written to a temporary file beside the
-/// target and renamed over it by [`Output::close`]; dropping an `Output`
+/// An opened wxfilename. Regular files are written to a temporary file beside
+/// the target and renamed over it by [`Output::close`]; dropping an `Output`
 /// without closing it (an error happened) removes the temporary file, so a
-/// failed run never leaves a truncated output.
+/// failed run never leaves a truncated output. Devices, FIFOs and standard
+/// streams are written in place ([`crate::atomic::OutputFile`]).
 pub struct Output {
     name: String,
     sink: Sink,
@@ -334,11 +333,11 @@ impl Output {
             WxFilename::classify(wx).map_err(|e| Error::io(&name, io::Error::other(e.0)))?;
         let (sink, w): (Sink, Box<dyn Write + Send>) = match class {
             WxFilename::File(f) => {
-                let path = PathBuf::from(&f);
-                let tmp = crate::atomic::temp_beside(&path).map_err(|e| Error::io(&f, e))?;
-                let file = tmp.reopen().map_err(|e| Error::io(&f, e))?;
+                let out = crate::atomic::OutputFile::create(Path::new(&f))
+                    .map_err(|e| Error::io(&f, e))?;
+                let file = out.file().try_clone().map_err(|e| Error::io(&f, e))?;
                 (
-                    Sink::File { tmp, path },
+                    Sink::File(out),
                     Box::new(BufWriter::with_capacity(1 << 20, file)),
                 )
             }
@@ -404,19 +403,7 @@ impl Output {
         w.flush().map_err(|e| Error::io(&name, e))?;
         drop(w);
         match sink {
-            Sink::File { tmp, path } => {
-                #[cfg(unix)]
-                {
-                    use std::os::unix::fs::PermissionsExt;
-                    // tempfile creates 0600 files; outputs get the usual 0644.
-                    let _ = std::fs::set_permissions(
-                        tmp.path(),
-                        std::fs::Permissions::from_mode(0o644),
-                    );
-                }
-                tmp.persist(&path).map_err(|e| Error::io(&name, e.error))?;
-                Ok(())
-            }
+            Sink::File(out) => out.commit().map_err(|e| Error::io(&name, e)),
             Sink::Stdout => Ok(()),
             Sink::Pipe { child } => wait_child(child, &name),
         }

@@ -17,5 +17,6 @@ pub mod model;
 pub mod object;
 pub mod script;
 pub mod specifier;
+pub mod sphinx;
 pub mod table;
 pub mod transition;
