@@ -85,9 +85,12 @@ impl Real for f32 {
         );
     }
     fn extend_le_bytes(out: &mut Vec<u8>, data: &[Self]) {
-        out.reserve(data.len() * 4);
-        for v in data {
-            out.extend_from_slice(&v.to_le_bytes());
+        // Resize, then fill in place: a loop the compiler turns into wide
+        // copies (a push of 4 bytes per value is several times slower).
+        let at = out.len();
+        out.resize(at + data.len() * 4, 0);
+        for (dst, v) in out[at..].chunks_exact_mut(4).zip(data) {
+            dst.copy_from_slice(&v.to_le_bytes());
         }
     }
 }
@@ -126,9 +129,12 @@ impl Real for f64 {
         }));
     }
     fn extend_le_bytes(out: &mut Vec<u8>, data: &[Self]) {
-        out.reserve(data.len() * 8);
-        for v in data {
-            out.extend_from_slice(&v.to_le_bytes());
+        // Resize, then fill in place: a loop the compiler turns into wide
+        // copies (a push of 8 bytes per value is several times slower).
+        let at = out.len();
+        out.resize(at + data.len() * 8, 0);
+        for (dst, v) in out[at..].chunks_exact_mut(8).zip(data) {
+            dst.copy_from_slice(&v.to_le_bytes());
         }
     }
 }
@@ -535,7 +541,7 @@ impl<T: Real> KaldiObject for Matrix<T> {
 
 /// Kaldi's `Matrix::Write` of a `rows × cols` row-major matrix held
 /// anywhere (the bytes of a [`Matrix`] holding `data`). Binary data is
-/// converted in pieces, so no copy of the whole matrix is made.
+/// converted in 1 MB pieces, so no copy of the whole matrix is made.
 pub fn write_matrix<T: Real, W: Write>(
     w: &mut Writer<W>,
     rows: usize,
@@ -554,8 +560,10 @@ pub fn write_matrix<T: Real, W: Write>(
     w.write_token(T::MAT_TOKEN)?;
     w.write_i32(dim_i32(rows)?)?;
     w.write_i32(dim_i32(cols)?)?;
-    let mut buf = Vec::with_capacity(1 << 16);
-    for piece in data.chunks((1 << 16) / T::SIZE) {
+    // 1 MB pieces: as large as the output's buffer, so each goes straight
+    // through it to the file.
+    let mut buf = Vec::with_capacity(1 << 20);
+    for piece in data.chunks((1 << 20) / T::SIZE) {
         buf.clear();
         T::extend_le_bytes(&mut buf, piece);
         w.write_raw(&buf)?;
