@@ -17,6 +17,7 @@ pub mod e2e;
 pub mod json;
 pub mod random;
 pub mod read;
+pub mod startup;
 
 use std::time::Instant;
 
@@ -55,6 +56,8 @@ pub struct BenchConfig {
     pub seed: u64,
     /// Folder for the read cases' temporary archives (default: the system's).
     pub path: Option<std::path::PathBuf>,
+    /// Processes run at once by the `startup` case.
+    pub jobs: usize,
 }
 
 impl Default for BenchConfig {
@@ -69,6 +72,7 @@ impl Default for BenchConfig {
             check_frames: 20_000,
             seed: 1,
             path: None,
+            jobs: 8,
         }
     }
 }
@@ -90,8 +94,9 @@ pub fn run_case(
         "score_ark" => e2e::score_ark(engine, cfg, emit),
         "estep_fullcov" => estep_kind(engine, cfg, CovKind::Full, emit),
         "read_ark" | "read_ark_compressed" => read::run(name, cfg, emit),
+        "startup" => startup::startup(cfg, cfg.jobs, emit),
         _ => Err(Error::Usage(format!(
-            "unknown benchmark case {name:?} (cases: {}, and {})",
+            "unknown benchmark case {name:?} (cases: {}, and {}, startup)",
             CASES.join(", "),
             read::READ_CASES.join(", ")
         ))),

@@ -123,11 +123,14 @@ impl CudaEngine {
                 "no NVRTC library (libnvrtc.so) found; install the CUDA toolkit's NVRTC".into(),
             ));
         }
+        crate::timeline::mark("cuda_libraries");
         let count = CudaContext::device_count().map_err(driver_err("cannot count devices"))?;
+        crate::timeline::mark("cu_init");
         if count < 1 {
             return Err(Error::Engine("no CUDA device found".into()));
         }
         let ctx = CudaContext::new(0).map_err(driver_err("cannot open device 0"))?;
+        crate::timeline::mark("context");
         let name = ctx.name().map_err(driver_err("device name"))?;
         let cc = ctx
             .compute_capability()
@@ -135,6 +138,7 @@ impl CudaEngine {
         let stream = ctx.new_stream().map_err(driver_err("stream"))?;
         let copy_stream = ctx.new_stream().map_err(driver_err("stream"))?;
         compile::nvrtc_version()?;
+        crate::timeline::mark("streams_nvrtc");
         let pinned = Arc::new(pinned::PinnedPool::new(ctx.clone()));
         Ok(CudaEngine {
             ctx,
@@ -177,6 +181,7 @@ impl CudaEngine {
             return Ok(k.clone());
         }
         let ptx = compile::ptx_for(&shape, self.cc)?;
+        crate::timeline::mark("kernel_image");
         let module = self
             .ctx
             .load_module(ptx)
@@ -234,6 +239,7 @@ impl CudaEngine {
                 .map_err(driver_err("shared memory size"))?;
         }
         map.insert(shape, k.clone());
+        crate::timeline::mark("module_load");
         Ok(k)
     }
 }
