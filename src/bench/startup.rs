@@ -7,7 +7,8 @@
 //! processes, for each `--use-gpu` value: `reps` runs one after another
 //! (after one warm-up that fills the kernel cache), then `jobs` at once.
 //! Each child runs with [`crate::timeline`] marks on, so the line of a
-//! value carries the phases of its median run (`phase_NAME`: seconds spent
+//! value carries the phases of its median run (and of the slowest of
+//! those run at once) (`phase_NAME`: seconds spent
 //! before mark NAME since the previous mark, summed over marks of that
 //! name; `phase_exec_and_exit` is the wall time outside `main`).
 //!
@@ -217,20 +218,27 @@ pub fn startup(cfg: &BenchConfig, jobs: usize, emit: &mut dyn FnMut(&Json)) -> R
         let children = (0..jobs.max(1))
             .map(|i| spawn(&exe, &job, use_gpu, &out(i)))
             .collect::<Result<Vec<_>>>()?;
-        let mut slowest = 0f64;
+        let mut slowest: Option<Run> = None;
         for c in children {
-            slowest = slowest.max(finish(c, t0)?.wall);
+            let r = finish(c, t0)?;
+            if slowest.as_ref().is_none_or(|s| r.wall > s.wall) {
+                slowest = Some(r);
+            }
         }
-        emit(
-            &Json::new()
-                .str("case", "startup")
-                .str("use_gpu", use_gpu)
-                .int("frames", job.frames)
-                .int("gaussians", job.gaussians)
-                .int("processes", jobs.max(1))
-                .num("seconds", slowest)
-                .num("ratio_to_one", slowest / median.wall),
-        );
+        let Some(slowest) = slowest else { continue };
+        let mut line = Json::new()
+            .str("case", "startup")
+            .str("use_gpu", use_gpu)
+            .int("frames", job.frames)
+            .int("gaussians", job.gaussians)
+            .int("processes", jobs.max(1))
+            .num("seconds", slowest.wall)
+            .num("ratio_to_one", slowest.wall / median.wall);
+        // The slowest process's phases (measured from its own start).
+        for (name, s) in phases(&slowest) {
+            line = line.num(&format!("phase_{name}"), s);
+        }
+        emit(&line);
     }
     Ok(())
 }

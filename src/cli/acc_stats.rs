@@ -268,9 +268,6 @@ fn am_stats(args: &AccStatsArgs, model: &KaldiModel) -> Result<i32, String> {
     write_object_file(out, &accs.to_bytes(args.binary))?;
     crate::kaldi_log!("Written accs.");
     crate::timeline::mark("output_written");
-    if std::env::var("AMTOOL_EXP_LEAK").is_ok() {
-        std::mem::forget(engine);
-    }
     Ok(if num_done != 0 { 0 } else { 1 })
 }
 

@@ -82,8 +82,9 @@ pub fn choose(job: &JobSize, threads: usize, costs: &EngineCosts) -> Estimate {
 
 /// The one log line of a CPU choice.
 pub fn cpu_choice_line(job: &JobSize, threads: usize, est: &Estimate) -> String {
+    let s = if threads == 1 { "" } else { "s" };
     format!(
-        "--use-gpu=optional: about {} frames × {:.0} Gaussians of dimension {} take ~{:.3} s on the CPU ({threads} threads), less than the GPU's start-up (~{:.2} s); computing on the CPU (--use-gpu=yes for the GPU)",
+        "--use-gpu=optional: about {} frames × {:.0} Gaussians of dimension {} take ~{:.3} s on the CPU ({threads} thread{s}), less than the GPU's start-up (~{:.2} s); computing on the CPU (--use-gpu=yes for the GPU)",
         job.frames, job.gaussians_per_frame, job.dim, est.cpu_s, est.gpu_s
     )
 }
