@@ -5,7 +5,8 @@
 //! - [`CudaEngine::new`] finds libcuda and libnvrtc at run time (never
 //!   panics when they are missing: it returns an error the selector turns
 //!   into the CPU fallback or, with `--use-gpu=yes`, into the message).
-//! - [`compile`]: kernels specialised per model shape, PTX cached on disk.
+//! - [`compile`]: kernels specialised per model shape, CUBIN cached on disk.
+//! - [`select`]: which GPU (Kaldi's `SelectGpuId`).
 //! - [`model`]: the model laid out on the device ([`model::CudaModel`]), the
 //!   streaming of features through pinned double buffers, and the
 //!   [`crate::engine::LoadedModel`] functions.
