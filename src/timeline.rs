@@ -83,7 +83,10 @@ mod tests {
         let line = format(&[("context", 0.125), ("first_stats", 0.25)]);
         assert_eq!(
             parse(&line),
-            Some(vec![("context".into(), 0.125), ("first_stats".into(), 0.25)])
+            Some(vec![
+                ("context".into(), 0.125),
+                ("first_stats".into(), 0.25)
+            ])
         );
         assert_eq!(parse("LOG (amtool) something else"), None);
         assert_eq!(parse(&format!("{PREFIX} context=abc")), None);

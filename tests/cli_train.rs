@@ -1145,6 +1145,14 @@ fn optional_gpu_takes_the_cpu_for_a_small_job_and_says_so() {
         lines[0]
     );
     assert!(!err.contains("The active GPU"), "{err}");
-    ok(&["acc-stats", "--use-gpu=no", "--threads=1", &model, FEATS, ALI, &cpu]);
+    ok(&[
+        "acc-stats",
+        "--use-gpu=no",
+        "--threads=1",
+        &model,
+        FEATS,
+        ALI,
+        &cpu,
+    ]);
     assert_eq!(read(&auto), read(&cpu));
 }

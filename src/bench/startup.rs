@@ -81,12 +81,14 @@ fn write_job(frames: usize, gaussians: usize, seed: u64) -> Result<Job> {
         .map_err(io_err("writing the model"))?;
 
     let mut utts = Vec::new();
-    let mut r = SequentialTableReader::<Matrix<f32>>::open(FIXTURE_FEATS).map_err(err(FIXTURE_FEATS))?;
+    let mut r =
+        SequentialTableReader::<Matrix<f32>>::open(FIXTURE_FEATS).map_err(err(FIXTURE_FEATS))?;
     while let Some((key, m)) = r.next_entry().map_err(err(FIXTURE_FEATS))? {
         utts.push((key, m));
     }
     let mut alis = std::collections::HashMap::new();
-    let mut r = SequentialTableReader::<Int32Vector>::open(FIXTURE_ALI).map_err(err(FIXTURE_ALI))?;
+    let mut r =
+        SequentialTableReader::<Int32Vector>::open(FIXTURE_ALI).map_err(err(FIXTURE_ALI))?;
     while let Some((key, a)) = r.next_entry().map_err(err(FIXTURE_ALI))? {
         alis.insert(key, a);
     }
@@ -157,7 +159,10 @@ fn finish(child: std::process::Child, t0: Instant) -> Result<Run> {
         )));
     }
     // The engine's choice (optional) is worth seeing in the bench log.
-    for line in stderr.lines().filter(|l| l.contains("engine") || l.contains("GPU")) {
+    for line in stderr
+        .lines()
+        .filter(|l| l.contains("engine") || l.contains("GPU"))
+    {
         eprintln!("{line}");
     }
     let marks = stderr
@@ -273,7 +278,11 @@ mod tests {
     #[test]
     fn the_job_has_the_frames_and_gaussians_asked_for() {
         let job = write_job(20_000, 1000, 1).unwrap();
-        assert!(job.frames >= 20_000 && job.frames < 20_000 + 2_000, "{}", job.frames);
+        assert!(
+            job.frames >= 20_000 && job.frames < 20_000 + 2_000,
+            "{}",
+            job.frames
+        );
         assert_eq!(job.gaussians, 1000);
         let bytes = std::fs::read(job.model()).unwrap();
         let m = KaldiModel::from_bytes(&bytes).unwrap();

@@ -24,10 +24,10 @@ use super::{kaldi, KaldiStandard};
 use crate::engine::choice::JobSize;
 use crate::engine::{self, Engine, UseGpu};
 use crate::model::CovKind;
-use crate::train::job_frames::estimate_frames;
 use crate::stats::fmt_g;
 use crate::train::acc_stats::{AmAccStats, GlobalAccStats, UttOutcome};
 use crate::train::convert::{model_from_diag, model_from_full, parse_update_flags};
+use crate::train::job_frames::estimate_frames;
 
 #[derive(Debug, Clone, Args)]
 pub struct AccStatsArgs {
@@ -307,13 +307,7 @@ fn global_stats(args: &AccStatsArgs, model: &super::train_io::InputObject) -> Re
             read_object(&model.data).map_err(|e| e.in_file(&model.name).to_string())?;
         model_from_diag(&g)
     };
-    let engine = engine_for(
-        args,
-        feats_spec,
-        am.num_gaussians() as f64,
-        am.dim,
-        am.kind,
-    )?;
+    let engine = engine_for(args, feats_spec, am.num_gaussians() as f64, am.dim, am.kind)?;
     let mut acc = GlobalAccStats::new(engine.as_ref(), &am, flags).map_err(|e| e.to_string())?;
     let mut feats = SharedFeats::open(feats_spec).map_err(|e| e.to_string())?;
     let mut gselect = if args.gselect.is_empty() {

@@ -26,7 +26,9 @@ pub struct JobSize {
 impl JobSize {
     /// Gaussian evaluations × z length.
     pub fn work(&self) -> f64 {
-        self.frames as f64 * self.gaussians_per_frame * crate::engine::cuda::compile::kz(self.dim, self.kind) as f64
+        self.frames as f64
+            * self.gaussians_per_frame
+            * crate::engine::cuda::compile::kz(self.dim, self.kind) as f64
     }
 }
 
@@ -74,7 +76,11 @@ pub fn choose(job: &JobSize, threads: usize, costs: &EngineCosts) -> Estimate {
     let cpu_s = work / (costs.cpu_rate_per_thread * threads.max(1) as f64);
     let gpu_s = costs.gpu_startup_s + work / costs.gpu_rate;
     Estimate {
-        choice: if cpu_s < gpu_s { Choice::Cpu } else { Choice::Gpu },
+        choice: if cpu_s < gpu_s {
+            Choice::Cpu
+        } else {
+            Choice::Gpu
+        },
         cpu_s,
         gpu_s,
     }
@@ -139,14 +145,26 @@ mod tests {
         };
         // kz = 2·4 + 1 = 9: 1e9 units are 1e9 / 9 / 10 frames of 10 Gaussians.
         let frames = (1e9 / 90.0) as usize;
-        assert_eq!(choose(&job(frames - 100, 10.0, 4), 1, &costs).choice, Choice::Cpu);
-        assert_eq!(choose(&job(frames + 100, 10.0, 4), 1, &costs).choice, Choice::Gpu);
+        assert_eq!(
+            choose(&job(frames - 100, 10.0, 4), 1, &costs).choice,
+            Choice::Cpu
+        );
+        assert_eq!(
+            choose(&job(frames + 100, 10.0, 4), 1, &costs).choice,
+            Choice::Gpu
+        );
     }
 
     #[test]
     fn full_covariances_weigh_their_longer_z() {
-        let diag = JobSize { kind: CovKind::Diagonal, ..job(1000, 8.0, 40) };
-        let full = JobSize { kind: CovKind::Full, ..diag };
+        let diag = JobSize {
+            kind: CovKind::Diagonal,
+            ..job(1000, 8.0, 40)
+        };
+        let full = JobSize {
+            kind: CovKind::Full,
+            ..diag
+        };
         assert_eq!(diag.work(), 1000.0 * 8.0 * 81.0);
         assert_eq!(full.work(), 1000.0 * 8.0 * (40.0 + 820.0 + 1.0));
     }
@@ -156,7 +174,12 @@ mod tests {
         let j = job(77_000, 16.0, 39);
         let e = choose(&j, 16, &MEASURED);
         let line = cpu_choice_line(&j, 16, &e);
-        assert!(line.starts_with("--use-gpu=optional: about 77000 frames × 16 Gaussians of dimension 39"), "{line}");
+        assert!(
+            line.starts_with(
+                "--use-gpu=optional: about 77000 frames × 16 Gaussians of dimension 39"
+            ),
+            "{line}"
+        );
         assert!(line.contains("computing on the CPU"), "{line}");
         assert!(line.contains("16 threads"), "{line}");
     }

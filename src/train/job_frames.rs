@@ -93,7 +93,10 @@ fn archive_frames(path: &str) -> Option<usize> {
     let tok_end = body.iter().position(|&b| b == b' ')?;
     let per_value = value_bytes(&body[..tok_end])?;
     let first = loader
-        .load_with(&format!("{path}:{}", key_end + 1), Matrix::<f32>::read_holder)
+        .load_with(
+            &format!("{path}:{}", key_end + 1),
+            Matrix::<f32>::read_holder,
+        )
         .ok()?;
     let row_bytes = per_value * first.cols().max(1) as f64;
     Some((size as f64 / row_bytes) as usize)

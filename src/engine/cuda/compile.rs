@@ -289,9 +289,7 @@ pub fn cached_for(cc: (i32, i32)) -> bool {
     cache_dir()
         .and_then(|d| std::fs::read_dir(d).ok())
         .is_some_and(|mut entries| {
-            entries.any(|e| {
-                e.is_ok_and(|e| e.file_name().to_string_lossy().starts_with(&prefix))
-            })
+            entries.any(|e| e.is_ok_and(|e| e.file_name().to_string_lossy().starts_with(&prefix)))
         })
 }
 
@@ -327,18 +325,27 @@ fn compile_cubin(src: &str, arch: &str) -> Result<Vec<u8>> {
         ));
     }
     let fail = |what: &str, e: &dyn std::fmt::Debug| {
-        Error::Engine(format!("NVRTC failed to compile kernels/gmm.cu for {arch}: {what}: {e:?}"))
+        Error::Engine(format!(
+            "NVRTC failed to compile kernels/gmm.cu for {arch}: {what}: {e:?}"
+        ))
     };
     let csrc = std::ffi::CString::new(src).map_err(|e| fail("source", &e))?;
     let prog = result::create_program(&csrc, None).map_err(|e| fail("create", &e))?;
-    let opts = [format!("--gpu-architecture={arch}"), "--std=c++17".to_string()];
+    let opts = [
+        format!("--gpu-architecture={arch}"),
+        "--std=c++17".to_string(),
+    ];
     // SAFETY: `prog` is alive until destroyed at the end; the out-buffers
     // are sized by the size calls.
     let out = unsafe {
         let r = match result::compile_program(prog, &opts) {
             Err(e) => {
                 let log = result::get_program_log(prog)
-                    .map(|l| std::ffi::CStr::from_ptr(l.as_ptr()).to_string_lossy().into_owned())
+                    .map(|l| {
+                        std::ffi::CStr::from_ptr(l.as_ptr())
+                            .to_string_lossy()
+                            .into_owned()
+                    })
                     .unwrap_or_default();
                 Err(fail("compile", &format!("{e:?}\n{log}")))
             }

@@ -90,7 +90,9 @@ pub fn select_device<C>(
                 }
             }
             Err(e) => {
-                log(format!("cudaSetDevice({n}): Cannot select this device: {e}"));
+                log(format!(
+                    "cudaSetDevice({n}): Cannot select this device: {e}"
+                ));
                 refusals.push(format!("device {n}: {e}"));
             }
         }
@@ -143,7 +145,10 @@ mod tests {
             |l| lines.push(l),
         );
         let r = r.map(|s| {
-            assert_eq!(s.context, s.index, "the context kept is the chosen device's");
+            assert_eq!(
+                s.context, s.index,
+                "the context kept is the chosen device's"
+            );
             s.index
         });
         (r, opened, lines)
@@ -159,7 +164,10 @@ mod tests {
             lines[2],
             "cudaSetDevice(1): GPU\tfree:71680M, used:10240M, total:81920M, free/total:0.875"
         );
-        assert_eq!(lines[4], "Trying to select device: 1 (automatically), mem_ratio: 0.875");
+        assert_eq!(
+            lines[4],
+            "Trying to select device: 1 (automatically), mem_ratio: 0.875"
+        );
         assert_eq!(lines[5], "Success selecting device 1 free mem ratio: 0.875");
     }
 
@@ -173,7 +181,10 @@ mod tests {
         let (r, _, lines) = run(&[None, Some(5), None, Some(3)]);
         assert_eq!(r, Ok(1));
         assert!(
-            lines.contains(&"cudaSetDevice(0): Cannot select this device: exclusive-process mode, in use".to_string()),
+            lines.contains(
+                &"cudaSetDevice(0): Cannot select this device: exclusive-process mode, in use"
+                    .to_string()
+            ),
             "{lines:?}"
         );
     }
