@@ -205,7 +205,7 @@ _amtool() {
             return 0
             ;;
         amtool__subcmd__bench)
-            opts="-h --engine --case --frames --gaussians --states --gaussians-per-state --dim --threads --reps --path --check-frames --help"
+            opts="-h --engine --case --frames --gaussians --states --gaussians-per-state --dim --threads --reps --path --jobs --check-frames --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -248,6 +248,10 @@ _amtool() {
                     return 0
                     ;;
                 --path)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --jobs)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -46,7 +46,7 @@ complete -c amtool -n "__fish_amtool_needs_command" -f -a "completions" -d 'Prin
 complete -c amtool -n "__fish_amtool_needs_command" -f -a "man" -d 'Write the man pages generated from these option definitions into DIR'
 complete -c amtool -n "__fish_amtool_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c amtool -n "__fish_amtool_using_subcommand bench" -l engine -d 'Engine to run: cpu or cuda' -r
-complete -c amtool -n "__fish_amtool_using_subcommand bench" -l case -d 'Case to run (repeatable; default: all engine cases): estep_seed000, score_seed002, score_seed002_var, fullcov_score_seed001, acc_ali, acc_stats_ark, score_ark, estep_fullcov, score_lattice (reads testdata/: run from the source folder); and the feature-archive read cases (never by default; they write --frames x --dim floats, ~1 GB): read_ark, read_ark_compressed' -r
+complete -c amtool -n "__fish_amtool_using_subcommand bench" -l case -d 'Case to run (repeatable; default: all engine cases): estep_seed000, score_seed002, score_seed002_var, fullcov_score_seed001, acc_ali, acc_stats_ark, score_ark, estep_fullcov, score_lattice (reads testdata/: run from the source folder); and the feature-archive read cases (never by default; they write --frames x --dim floats, ~1 GB): read_ark, read_ark_compressed; and startup (never by default: amtool acc-stats processes on a recipe-sized job from testdata/, each --use-gpu value alone and --jobs at once)' -r
 complete -c amtool -n "__fish_amtool_using_subcommand bench" -l frames -d 'Frames per case (T for estep_seed000) instead of the paper\'s' -r
 complete -c amtool -n "__fish_amtool_using_subcommand bench" -l gaussians -d 'Gaussians of the estep_seed000 GMM (one M instead of 32, 256, 2048)' -r
 complete -c amtool -n "__fish_amtool_using_subcommand bench" -l states -d 'States (pdfs for acc_ali)' -r
@@ -55,6 +55,7 @@ complete -c amtool -n "__fish_amtool_using_subcommand bench" -l dim -d 'Feature 
 complete -c amtool -n "__fish_amtool_using_subcommand bench" -l threads -d 'CPU engine threads (0: one per CPU)' -r
 complete -c amtool -n "__fish_amtool_using_subcommand bench" -l reps -d 'Timed runs per case after one warm-up (the median is reported; at least 3 for figures you publish)' -r
 complete -c amtool -n "__fish_amtool_using_subcommand bench" -l path -d 'Folder for the temporary archives of the read cases (default: the system\'s temp folder)' -r -F
+complete -c amtool -n "__fish_amtool_using_subcommand bench" -l jobs -d 'Processes the startup case runs at once' -r
 complete -c amtool -n "__fish_amtool_using_subcommand bench" -l check-frames -d 'Most frames checked against the float64 reference' -r
 complete -c amtool -n "__fish_amtool_using_subcommand bench" -s h -l help -d 'Print help'
 complete -c amtool -n "__fish_amtool_using_subcommand copy" -l verbose -d 'Verbose level (higher = more logging)' -r

@@ -17,6 +17,7 @@ pub mod layout;
 pub mod model;
 pub mod score;
 pub mod stats;
+pub mod timeline;
 pub mod train;
 
 pub use amtool_formats as formats;

@@ -1,3 +1,6 @@
 fn main() {
-    std::process::exit(amtool::cli::main_with_args(std::env::args_os().collect()));
+    amtool::timeline::start();
+    let status = amtool::cli::main_with_args(std::env::args_os().collect());
+    amtool::timeline::report();
+    std::process::exit(status);
 }

@@ -1121,3 +1121,38 @@ fn features_from_a_mapped_archive_give_the_same_accs() {
         }
     }
 }
+
+#[test]
+fn optional_gpu_takes_the_cpu_for_a_small_job_and_says_so() {
+    // 8,445 frames of an 8-Gaussian-a-pdf model: far less arithmetic than
+    // a GPU's start-up, so the default (--use-gpu=optional) takes the CPU
+    // engine — GPU or not — with one log line, and writes what
+    // --use-gpu=no writes.
+    let d = tmp();
+    let (auto, cpu) = (path(&d, "auto.acc"), path(&d, "cpu.acc"));
+    let model = format!("{K}/final.mdl");
+    let err = ok(&["acc-stats", "--threads=1", &model, FEATS, ALI, &auto]);
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("--use-gpu=optional"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].contains("about 8683 frames × 8 Gaussians of dimension 39")
+            && lines[0].contains("(1 thread)")
+            && lines[0].ends_with("computing on the CPU (--use-gpu=yes for the GPU)"),
+        "{}",
+        lines[0]
+    );
+    assert!(!err.contains("The active GPU"), "{err}");
+    ok(&[
+        "acc-stats",
+        "--use-gpu=no",
+        "--threads=1",
+        &model,
+        FEATS,
+        ALI,
+        &cpu,
+    ]);
+    assert_eq!(read(&auto), read(&cpu));
+}

@@ -18,6 +18,7 @@ pub mod json;
 pub mod lattice;
 pub mod random;
 pub mod read;
+pub mod startup;
 
 use std::time::Instant;
 
@@ -57,6 +58,8 @@ pub struct BenchConfig {
     pub seed: u64,
     /// Folder for the read cases' temporary archives (default: the system's).
     pub path: Option<std::path::PathBuf>,
+    /// Processes run at once by the `startup` case.
+    pub jobs: usize,
 }
 
 impl Default for BenchConfig {
@@ -71,6 +74,7 @@ impl Default for BenchConfig {
             check_frames: 20_000,
             seed: 1,
             path: None,
+            jobs: 8,
         }
     }
 }
@@ -93,8 +97,9 @@ pub fn run_case(
         "estep_fullcov" => estep_kind(engine, cfg, CovKind::Full, emit),
         "score_lattice" => lattice::score_lattice(engine, cfg, emit),
         "read_ark" | "read_ark_compressed" => read::run(name, cfg, emit),
+        "startup" => startup::startup(cfg, cfg.jobs, emit),
         _ => Err(Error::Usage(format!(
-            "unknown benchmark case {name:?} (cases: {}, and {})",
+            "unknown benchmark case {name:?} (cases: {}, and {}, startup)",
             CASES.join(", "),
             read::READ_CASES.join(", ")
         ))),

@@ -21,10 +21,13 @@ use amtool_formats::kaldi::table::RandomAccessTableReader;
 use super::progress::Progress;
 use super::train_io::{parse_use_gpu, read_object_file, write_object_file};
 use super::{kaldi, KaldiStandard};
-use crate::engine::{self, UseGpu};
+use crate::engine::choice::JobSize;
+use crate::engine::{self, Engine, UseGpu};
+use crate::model::CovKind;
 use crate::stats::fmt_g;
 use crate::train::acc_stats::{AmAccStats, GlobalAccStats, UttOutcome};
 use crate::train::convert::{model_from_diag, model_from_full, parse_update_flags};
+use crate::train::job_frames::estimate_frames;
 
 #[derive(Debug, Clone, Args)]
 pub struct AccStatsArgs {
@@ -161,8 +164,19 @@ fn am_stats(args: &AccStatsArgs, model: &KaldiModel) -> Result<i32, String> {
     let posteriors_tool = args.kaldi_tool == "gmm-acc-stats";
     let flags = parse_update_flags(args.update_flags.as_deref().unwrap_or("mvwt"), "mvwt")
         .map_err(|e| e.to_string())?;
-    let engine = engine::select(args.use_gpu, args.threads).map_err(|e| e.to_string())?;
+    crate::timeline::mark("model_read");
+    let pdfs = model.am.pdfs.len().max(1);
+    let gaussians: usize = model.am.pdfs.iter().map(|p| p.weights.len()).sum();
+    let engine = engine_for(
+        args,
+        feats_spec,
+        gaussians as f64 / pdfs as f64,
+        model.am.dim,
+        CovKind::Diagonal,
+    )?;
+    crate::timeline::mark("engine_open");
     let mut acc = AmAccStats::new(engine.as_ref(), model, flags).map_err(|e| e.to_string())?;
+    crate::timeline::mark("model_load");
     let mut feats = SharedFeats::open(feats_spec).map_err(|e| e.to_string())?;
     let open_err = |e: amtool_formats::Error| e.to_string();
     let mut targets = match args.kaldi_tool.as_str() {
@@ -214,6 +228,7 @@ fn am_stats(args: &AccStatsArgs, model: &KaldiModel) -> Result<i32, String> {
                 progress.utterance(rows);
                 if report {
                     let like = acc.take_like().map_err(|e| e.to_string())?;
+                    crate::timeline::mark("stats_settled");
                     tot_like += like;
                     progress.suspend(|| {
                         crate::kaldi_log!(
@@ -248,10 +263,34 @@ fn am_stats(args: &AccStatsArgs, model: &KaldiModel) -> Result<i32, String> {
             tot_t as i64
         );
     }
+    crate::timeline::mark("stats_settled");
     let accs: AmAccs = acc.into_accs().map_err(|e| e.to_string())?;
     write_object_file(out, &accs.to_bytes(args.binary))?;
     crate::kaldi_log!("Written accs.");
+    crate::timeline::mark("output_written");
     Ok(if num_done != 0 { 0 } else { 1 })
+}
+
+/// The engine `--use-gpu` asks for; with `optional`, the one that finishes
+/// first a job of `gaussians_per_frame` Gaussians a frame over the
+/// estimated frames of `feats_spec` (see [`engine::choice`]).
+fn engine_for(
+    args: &AccStatsArgs,
+    feats_spec: &str,
+    gaussians_per_frame: f64,
+    dim: usize,
+    kind: CovKind,
+) -> Result<Box<dyn Engine>, String> {
+    let job = match args.use_gpu {
+        UseGpu::Optional => estimate_frames(feats_spec).map(|frames| JobSize {
+            frames,
+            gaussians_per_frame,
+            dim,
+            kind,
+        }),
+        _ => None,
+    };
+    engine::select_for(args.use_gpu, args.threads, job.as_ref()).map_err(|e| e.to_string())
 }
 
 fn global_stats(args: &AccStatsArgs, model: &super::train_io::InputObject) -> Result<i32, String> {
@@ -268,7 +307,7 @@ fn global_stats(args: &AccStatsArgs, model: &super::train_io::InputObject) -> Re
             read_object(&model.data).map_err(|e| e.in_file(&model.name).to_string())?;
         model_from_diag(&g)
     };
-    let engine = engine::select(args.use_gpu, args.threads).map_err(|e| e.to_string())?;
+    let engine = engine_for(args, feats_spec, am.num_gaussians() as f64, am.dim, am.kind)?;
     let mut acc = GlobalAccStats::new(engine.as_ref(), &am, flags).map_err(|e| e.to_string())?;
     let mut feats = SharedFeats::open(feats_spec).map_err(|e| e.to_string())?;
     let mut gselect = if args.gselect.is_empty() {

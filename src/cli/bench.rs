@@ -16,7 +16,8 @@ pub struct BenchArgs {
     /// estep_fullcov, score_lattice (reads testdata/: run from the source folder); and the
     /// feature-archive read
     /// cases (never by default; they write --frames x --dim floats, ~1 GB): read_ark,
-    /// read_ark_compressed.
+    /// read_ark_compressed; and startup (never by default: amtool acc-stats processes on a
+    /// recipe-sized job from testdata/, each --use-gpu value alone and --jobs at once).
     #[arg(long = "case", value_name = "NAME")]
     pub cases: Vec<String>,
     /// Frames per case (T for estep_seed000) instead of the paper's.
@@ -44,6 +45,9 @@ pub struct BenchArgs {
     /// Folder for the temporary archives of the read cases (default: the system's temp folder).
     #[arg(long, value_name = "DIR")]
     pub path: Option<std::path::PathBuf>,
+    /// Processes the startup case runs at once.
+    #[arg(long, default_value_t = 8, value_name = "N")]
+    pub jobs: usize,
     /// Most frames checked against the float64 reference.
     #[arg(long, default_value_t = 20_000, value_name = "N")]
     pub check_frames: usize,
@@ -64,6 +68,7 @@ pub fn run(args: &BenchArgs) -> i32 {
         reps: args.reps,
         check_frames: args.check_frames.max(1),
         path: args.path.clone(),
+        jobs: args.jobs,
         ..BenchConfig::default()
     };
     let cases: Vec<String> = if args.cases.is_empty() {

@@ -6,6 +6,7 @@
 //! number of threads or on the chunking of frames; CPU and GPU agree to float
 //! rounding (see the property tests).
 
+pub mod choice;
 pub mod cpu;
 pub mod cuda;
 pub mod host_frames;
@@ -181,6 +182,29 @@ pub fn select(use_gpu: UseGpu, threads: usize) -> Result<Box<dyn Engine>> {
             }
         },
     }
+}
+
+/// [`select`] for a job whose size is known before it starts: with
+/// `Optional`, the CPU engine (and one log line saying why) when it
+/// finishes the job before the GPU would have started
+/// ([`choice::choose`]); otherwise as [`select`].
+pub fn select_for(
+    use_gpu: UseGpu,
+    threads: usize,
+    job: Option<&choice::JobSize>,
+) -> Result<Box<dyn Engine>> {
+    if let (UseGpu::Optional, Some(job)) = (use_gpu, job) {
+        let cpu = cpu::CpuEngine::new(threads)?;
+        let est = choice::choose(job, cpu.threads(), &choice::MEASURED);
+        if est.choice == choice::Choice::Cpu {
+            eprintln!(
+                "LOG (amtool) {}",
+                choice::cpu_choice_line(job, cpu.threads(), &est)
+            );
+            return Ok(Box::new(cpu));
+        }
+    }
+    select(use_gpu, threads)
 }
 
 /// An engine by name (`"cpu"` or `"cuda"`), as `amtool bench --engine` takes it.

@@ -33,6 +33,9 @@ use crate::{Error, Result};
 
 /// Frames queued before one engine call (about 5 MB of 39-dim features).
 pub const BATCH_FRAMES: usize = 1 << 18;
+/// Room of the first batch buffer (doubled each time a batch fills, up to
+/// [`BATCH_FRAMES`]).
+pub const FIRST_BATCH_FRAMES: usize = 1 << 14;
 
 /// What happened to one utterance.
 #[derive(Debug, Clone, PartialEq)]
@@ -169,15 +172,18 @@ impl Batch {
         accs: &mut ModelAccumulators,
     ) -> Result<f64> {
         let mut like = 0.0;
-        let full =
-            self.frames + rows > BATCH_FRAMES || (self.frames + rows) * dim > self.feats.capacity();
-        if self.mode.is_some_and(|m| m != mode) || (full && self.frames > 0) {
+        let room = self.feats.capacity() / dim.max(1);
+        let over_batch = self.frames + rows > BATCH_FRAMES;
+        let over_room = self.frames + rows > room;
+        if self.mode.is_some_and(|m| m != mode) || ((over_batch || over_room) && self.frames > 0) {
             like = self.flush(dim, loaded, accs)?;
         }
-        if rows * dim > self.feats.capacity() {
-            // A whole batch's room at once (not grown as it fills); an
-            // utterance longer than a batch gets a buffer of its own size.
-            self.feats = loaded.host_frames(BATCH_FRAMES.max(rows) * dim)?;
+        // Room grows as batches fill (page-locked memory costs time to get
+        // and to give back: a small job never takes a whole batch's); an
+        // utterance longer than a batch gets a buffer of its own size.
+        if rows > room || (over_room && !over_batch && room < BATCH_FRAMES) {
+            let want = (2 * room).clamp(FIRST_BATCH_FRAMES, BATCH_FRAMES).max(rows);
+            self.feats = loaded.host_frames(want * dim)?;
         }
         if self.mode.is_none() {
             self.mode = Some(mode);

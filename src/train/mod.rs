@@ -10,6 +10,7 @@ pub mod acc_stats;
 pub mod convert;
 pub mod est;
 pub mod io;
+pub mod job_frames;
 pub mod prefetch;
 pub mod sum_accs;
 pub mod write_behind;

@@ -5,7 +5,8 @@
 //! - [`CudaEngine::new`] finds libcuda and libnvrtc at run time (never
 //!   panics when they are missing: it returns an error the selector turns
 //!   into the CPU fallback or, with `--use-gpu=yes`, into the message).
-//! - [`compile`]: kernels specialised per model shape, PTX cached on disk.
+//! - [`compile`]: kernels specialised per model shape, CUBIN cached on disk.
+//! - [`select`]: which GPU (Kaldi's `SelectGpuId`).
 //! - [`model`]: the model laid out on the device ([`model::CudaModel`]), the
 //!   streaming of features through pinned double buffers, and the
 //!   [`crate::engine::LoadedModel`] functions.
@@ -19,6 +20,7 @@ pub mod model;
 mod operands;
 mod pinned;
 pub mod plan;
+pub mod select;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -78,13 +80,22 @@ pub struct CudaEngine {
     pub(crate) pinned: Arc<pinned::PinnedPool>,
 }
 
+/// A context on device `n` and its figures, or why it refused one.
+fn open_device(n: usize) -> std::result::Result<(Arc<CudaContext>, select::DeviceFigures), String> {
+    let ctx = CudaContext::new(n).map_err(|e| e.to_string())?;
+    let name = ctx.name().map_err(|e| e.to_string())?;
+    let (free, total) = ctx.mem_get_info().map_err(|e| e.to_string())?;
+    Ok((ctx, select::DeviceFigures { name, free, total }))
+}
+
 fn driver_err(what: &str) -> impl Fn(cudarc::driver::DriverError) -> Error + '_ {
     move |e| Error::Engine(format!("CUDA: {what}: {e}"))
 }
 
 impl CudaEngine {
-    /// The first CUDA device, or an error saying why there is none (no driver
-    /// library, no NVRTC, no device, a failing driver).
+    /// The CUDA device [`select`] chooses, or an error saying why there is
+    /// none (no driver library, no NVRTC nor cached kernels, no device, every
+    /// device refusing a context, a failing driver).
     pub fn new() -> Result<Self> {
         // cudarc panics when a library or symbol is missing; probe first, and
         // catch whatever slips through so a missing GPU is never a crash.
@@ -112,29 +123,46 @@ impl CudaEngine {
     }
 
     fn open() -> Result<Self> {
-        // SAFETY: these only try to dlopen the libraries.
+        // SAFETY: this only tries to dlopen the library.
         if !unsafe { cudarc::driver::sys::is_culib_present() } {
             return Err(Error::Engine(
                 "no CUDA driver library (libcuda.so) found".into(),
             ));
         }
-        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        crate::timeline::mark("cuda_libraries");
+        let count = CudaContext::device_count().map_err(driver_err("cannot count devices"))?;
+        crate::timeline::mark("cu_init");
+        if count < 1 {
+            return Err(Error::Engine("no CUDA device found".into()));
+        }
+        let chosen = select::select_device(count as usize, open_device, |line| {
+            eprintln!("LOG (amtool) {line}")
+        })
+        .map_err(|e| Error::Engine(format!("CUDA: {e}")))?;
+        let ctx = chosen.context;
+        crate::timeline::mark("context");
+        let name = chosen.figures.name.clone();
+        let cc = ctx
+            .compute_capability()
+            .map_err(driver_err("compute capability"))?;
+        eprintln!(
+            "LOG (amtool) The active GPU is [{}]: {name}\t{} version {}.{}",
+            chosen.index,
+            chosen.figures.memory_text(),
+            cc.0,
+            cc.1
+        );
+        // Kernels come from the disk cache or from NVRTC: without either,
+        // this device is of no use (and `--use-gpu=optional` takes the CPU).
+        // SAFETY: this only tries to dlopen the library.
+        if !compile::cached_for(cc) && !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
             return Err(Error::Engine(
                 "no NVRTC library (libnvrtc.so) found; install the CUDA toolkit's NVRTC".into(),
             ));
         }
-        let count = CudaContext::device_count().map_err(driver_err("cannot count devices"))?;
-        if count < 1 {
-            return Err(Error::Engine("no CUDA device found".into()));
-        }
-        let ctx = CudaContext::new(0).map_err(driver_err("cannot open device 0"))?;
-        let name = ctx.name().map_err(driver_err("device name"))?;
-        let cc = ctx
-            .compute_capability()
-            .map_err(driver_err("compute capability"))?;
         let stream = ctx.new_stream().map_err(driver_err("stream"))?;
         let copy_stream = ctx.new_stream().map_err(driver_err("stream"))?;
-        compile::nvrtc_version()?;
+        crate::timeline::mark("streams");
         let pinned = Arc::new(pinned::PinnedPool::new(ctx.clone()));
         Ok(CudaEngine {
             ctx,
@@ -176,7 +204,8 @@ impl CudaEngine {
         if let Some(k) = map.get(&shape) {
             return Ok(k.clone());
         }
-        let ptx = compile::ptx_for(&shape, self.cc)?;
+        let ptx = compile::image_for(&shape, self.cc)?;
+        crate::timeline::mark("kernel_image");
         let module = self
             .ctx
             .load_module(ptx)
@@ -234,6 +263,7 @@ impl CudaEngine {
                 .map_err(driver_err("shared memory size"))?;
         }
         map.insert(shape, k.clone());
+        crate::timeline::mark("module_load");
         Ok(k)
     }
 }

@@ -368,6 +368,7 @@ impl<'e> CudaModel<'e> {
             gblock: s.clone_htod(&gblock).map_err(&e)?,
             ng: s.clone_htod(&ng).map_err(&e)?,
         });
+        crate::timeline::mark("model_upload");
         Ok(())
     }
 
@@ -417,6 +418,7 @@ impl<'e> CudaModel<'e> {
             pinned: None,
             dev,
         });
+        crate::timeline::mark("device_alloc");
         Ok(())
     }
 
@@ -1139,7 +1141,11 @@ impl LoadedModel for CudaModel<'_> {
         };
         let mut buf = match old {
             Some(b) => b,
-            None => PinnedBuf::new(&self.eng.pinned, floats)?,
+            None => {
+                let b = PinnedBuf::new(&self.eng.pinned, floats)?;
+                crate::timeline::mark("pinned_alloc");
+                b
+            }
         };
         buf.wait()?;
         Ok(HostFrames::lent(Box::new(buf)))

@@ -1,0 +1,209 @@
+//! Which GPU a process takes, as Kaldi's `CuDevice::SelectGpuId` chooses
+//! and in its log lines: among the devices `CUDA_VISIBLE_DEVICES` leaves
+//! visible (the driver numbers only those), the one with the largest
+//! share of free memory. A device that refuses a context (exclusive-process
+//! mode and taken, out of memory, broken) is logged and passed over; only
+//! when every device refuses does selection fail (and `--use-gpu` decides
+//! between the CPU and an error). With one visible device nothing is
+//! probed: its context is the one the engine keeps.
+//!
+//! Probing a device means opening a context on it (free memory is known
+//! only inside one); the best context so far is kept open, so the chosen
+//! device's context is not created twice and at most two exist at once.
+
+/// What a probe of one device found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceFigures {
+    pub name: String,
+    pub free: usize,
+    pub total: usize,
+}
+
+impl DeviceFigures {
+    /// Free / total, Kaldi's `mem_ratio`.
+    pub fn ratio(&self) -> f64 {
+        if self.total == 0 {
+            0.0
+        } else {
+            self.free as f64 / self.total as f64
+        }
+    }
+
+    /// Kaldi's `GetFreeMemory` text: `free:XM, used:YM, total:ZM, free/total:R`.
+    pub fn memory_text(&self) -> String {
+        const MB: usize = 1 << 20;
+        format!(
+            "free:{}M, used:{}M, total:{}M, free/total:{}",
+            self.free / MB,
+            self.total.saturating_sub(self.free) / MB,
+            self.total / MB,
+            self.ratio() as f32
+        )
+    }
+}
+
+/// The device chosen among `count`, its context and figures.
+pub struct Selected<C> {
+    pub index: usize,
+    pub context: C,
+    pub figures: DeviceFigures,
+}
+
+/// Select among `count` devices: `open(n)` opens a context on device `n`
+/// and returns it with the device's figures (or why it refused); `log`
+/// takes each log line (Kaldi's words). With one device it is opened
+/// without the selection lines.
+pub fn select_device<C>(
+    count: usize,
+    mut open: impl FnMut(usize) -> Result<(C, DeviceFigures), String>,
+    mut log: impl FnMut(String),
+) -> Result<Selected<C>, String> {
+    if count == 1 {
+        let (context, figures) = open(0).map_err(|e| format!("cannot open device 0: {e}"))?;
+        return Ok(Selected {
+            index: 0,
+            context,
+            figures,
+        });
+    }
+    log(format!("Selecting from {count} GPUs"));
+    let mut best: Option<Selected<C>> = None;
+    let mut refusals = Vec::new();
+    for n in 0..count {
+        match open(n) {
+            Ok((context, figures)) => {
+                log(format!(
+                    "cudaSetDevice({n}): {}\t{}",
+                    figures.name,
+                    figures.memory_text()
+                ));
+                // Strictly larger: ties go to the lower index, as in Kaldi.
+                if best
+                    .as_ref()
+                    .is_none_or(|b| figures.ratio() > b.figures.ratio())
+                {
+                    best = Some(Selected {
+                        index: n,
+                        context,
+                        figures,
+                    });
+                }
+            }
+            Err(e) => {
+                log(format!(
+                    "cudaSetDevice({n}): Cannot select this device: {e}"
+                ));
+                refusals.push(format!("device {n}: {e}"));
+            }
+        }
+    }
+    let Some(best) = best else {
+        return Err(format!(
+            "every GPU refused a context ({})",
+            refusals.join("; ")
+        ));
+    };
+    let r = best.figures.ratio() as f32;
+    log(format!(
+        "Trying to select device: {} (automatically), mem_ratio: {r}",
+        best.index
+    ));
+    log(format!(
+        "Success selecting device {} free mem ratio: {r}",
+        best.index
+    ));
+    Ok(best)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GB: usize = 1 << 30;
+
+    fn figs(free_gb: usize) -> DeviceFigures {
+        DeviceFigures {
+            name: "GPU".into(),
+            free: free_gb * GB,
+            total: 80 * GB,
+        }
+    }
+
+    /// Devices with these free figures (None: refuses a context); returns
+    /// the selection, the devices opened and the log.
+    fn run(free: &[Option<usize>]) -> (Result<usize, String>, Vec<usize>, Vec<String>) {
+        let mut opened = Vec::new();
+        let mut lines = Vec::new();
+        let r = select_device(
+            free.len(),
+            |n| {
+                opened.push(n);
+                free[n]
+                    .map(|f| (n, figs(f)))
+                    .ok_or_else(|| "exclusive-process mode, in use".to_string())
+            },
+            |l| lines.push(l),
+        );
+        let r = r.map(|s| {
+            assert_eq!(
+                s.context, s.index,
+                "the context kept is the chosen device's"
+            );
+            s.index
+        });
+        (r, opened, lines)
+    }
+
+    #[test]
+    fn the_device_with_the_most_free_memory_is_chosen() {
+        let (r, opened, lines) = run(&[Some(10), Some(70), Some(40)]);
+        assert_eq!(r, Ok(1));
+        assert_eq!(opened, vec![0, 1, 2]);
+        assert_eq!(lines[0], "Selecting from 3 GPUs");
+        assert_eq!(
+            lines[2],
+            "cudaSetDevice(1): GPU\tfree:71680M, used:10240M, total:81920M, free/total:0.875"
+        );
+        assert_eq!(
+            lines[4],
+            "Trying to select device: 1 (automatically), mem_ratio: 0.875"
+        );
+        assert_eq!(lines[5], "Success selecting device 1 free mem ratio: 0.875");
+    }
+
+    #[test]
+    fn ties_go_to_the_lower_index() {
+        assert_eq!(run(&[Some(50), Some(50)]).0, Ok(0));
+    }
+
+    #[test]
+    fn a_refusing_device_is_passed_over() {
+        let (r, _, lines) = run(&[None, Some(5), None, Some(3)]);
+        assert_eq!(r, Ok(1));
+        assert!(
+            lines.contains(
+                &"cudaSetDevice(0): Cannot select this device: exclusive-process mode, in use"
+                    .to_string()
+            ),
+            "{lines:?}"
+        );
+    }
+
+    #[test]
+    fn every_device_refusing_is_an_error_naming_each() {
+        let (r, _, _) = run(&[None, None]);
+        let e = r.unwrap_err();
+        assert!(e.starts_with("every GPU refused a context"), "{e}");
+        assert!(e.contains("device 0:") && e.contains("device 1:"), "{e}");
+    }
+
+    #[test]
+    fn one_device_is_opened_without_probing_or_selection_lines() {
+        let (r, opened, lines) = run(&[Some(1)]);
+        assert_eq!(r, Ok(0));
+        assert_eq!(opened, vec![0]);
+        assert!(lines.is_empty(), "{lines:?}");
+        let (r, _, _) = run(&[None]);
+        assert!(r.unwrap_err().starts_with("cannot open device 0"));
+    }
+}
