@@ -771,3 +771,43 @@ fn gselect_and_get_post_batches_keep_order_and_values() {
         }
     }
 }
+
+#[test]
+fn optional_gpu_scores_a_small_job_on_the_cpu_and_says_so() {
+    // Three utterances against a 514-Gaussian model: far less arithmetic
+    // than a GPU's start-up, so score, gselect and global-get-post under the
+    // default --use-gpu=optional take the CPU engine (GPU or not) with one
+    // log line each, and write what --use-gpu=no writes.
+    let d = common::tmp();
+    let cases: [(&str, &[&str]); 3] = [
+        ("score", &[MDL]),
+        ("gselect", &["--n=5", UBM]),
+        ("global-get-post", &["--n=5", UBM]),
+    ];
+    for (cmd, model) in cases {
+        let mut outs = Vec::new();
+        for gpu in ["", "--use-gpu=no"] {
+            let out = path(&d, &format!("{cmd}{gpu}.ark"));
+            let mut args = vec![cmd, "--threads=1"];
+            if !gpu.is_empty() {
+                args.push(gpu);
+            }
+            args.extend(model);
+            let wspec = format!("ark:{out}");
+            args.extend([FEATS, wspec.as_str()]);
+            let (code, err) = run(&args);
+            assert_eq!(code, 0, "{cmd} {gpu}: {err}");
+            let choice = err
+                .lines()
+                .filter(|l| l.contains("--use-gpu=optional: about"))
+                .count();
+            assert_eq!(choice, usize::from(gpu.is_empty()), "{cmd} {gpu}: {err}");
+            assert!(!err.contains("The active GPU"), "{cmd} {gpu}: {err}");
+            outs.push(common::read(&out));
+        }
+        assert!(
+            outs[0] == outs[1],
+            "{cmd}: the default and --use-gpu=no differ"
+        );
+    }
+}

@@ -21,13 +21,11 @@ use amtool_formats::kaldi::table::RandomAccessTableReader;
 use super::progress::Progress;
 use super::train_io::{parse_use_gpu, read_object_file, write_object_file};
 use super::{kaldi, KaldiStandard};
-use crate::engine::choice::JobSize;
-use crate::engine::{self, Engine, UseGpu};
+use crate::engine::{Engine, UseGpu};
 use crate::model::CovKind;
 use crate::stats::fmt_g;
 use crate::train::acc_stats::{AmAccStats, GlobalAccStats, UttOutcome};
 use crate::train::convert::{model_from_diag, model_from_full, parse_update_flags};
-use crate::train::job_frames::estimate_frames;
 
 #[derive(Debug, Clone, Args)]
 pub struct AccStatsArgs {
@@ -281,16 +279,8 @@ fn engine_for(
     dim: usize,
     kind: CovKind,
 ) -> Result<Box<dyn Engine>, String> {
-    let job = match args.use_gpu {
-        UseGpu::Optional => estimate_frames(feats_spec).map(|frames| JobSize {
-            frames,
-            gaussians_per_frame,
-            dim,
-            kind,
-        }),
-        _ => None,
-    };
-    engine::select_for(args.use_gpu, args.threads, job.as_ref()).map_err(|e| e.to_string())
+    let per_frame = (gaussians_per_frame, dim, kind);
+    super::engine_args::engine_for_job(args.use_gpu, args.threads, feats_spec, per_frame)
 }
 
 fn global_stats(args: &AccStatsArgs, model: &super::train_io::InputObject) -> Result<i32, String> {

@@ -61,7 +61,8 @@ fn get_post(args: &GetPostArgs) -> Result<i32, String> {
         return Err(format!("--min-post={} must be in [0, 1)", args.min_post));
     }
     let (num_gauss, n) = gaussians_to_keep(&model, &args.model, args.n as usize, "")?;
-    let engine = args.engine.engine()?;
+    let all = model.num_gaussians() as f64;
+    let engine = args.engine.engine_for(&args.features, &model, all)?;
     let mut loaded = engine.load(&model).map_err(|e| e.to_string())?;
     let mut reader =
         SequentialTableReader::<Matrix<f32>>::open(&args.features).map_err(|e| e.to_string())?;

@@ -69,7 +69,8 @@ fn gselect(args: &GselectArgs) -> Result<i32, String> {
     )?;
     // With --gselect the preselected Gaussians are evaluated on the host: no engine.
     let engine = if args.gselect.is_empty() {
-        Some(args.engine.engine()?)
+        let all = model.num_gaussians() as f64;
+        Some(args.engine.engine_for(&args.features, &model, all)?)
     } else {
         None
     };

@@ -198,7 +198,9 @@ fn map_adapt(args: &MapAdaptArgs) -> Result<i32, String> {
         ));
     };
     let model = AcousticModel::from_am_diag_gmm(&mdl.am);
-    let engine = args.engine.engine()?;
+    // Statistics of the posted states only: a state's Gaussians a frame.
+    let per_state = model.num_gaussians() as f64 / model.num_states().max(1) as f64;
+    let engine = args.engine.engine_for(&args.features, &model, per_state)?;
     let loaded = engine.load(&model).map_err(|e| e.to_string())?;
     let mut ad = Adapter {
         mdl: &mdl,

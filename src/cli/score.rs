@@ -123,7 +123,8 @@ fn check_feats(key: &str, m: &Matrix<f32>, model: &AcousticModel) -> Result<(), 
 
 /// gmm-compute-likes.
 fn compute_likes(args: &ScoreArgs, model: &AcousticModel) -> Result<i32, String> {
-    let engine = args.engine.engine()?;
+    let all = model.num_gaussians() as f64;
+    let engine = args.engine.engine_for(&args.features, model, all)?;
     let num_done = likes_table(engine.as_ref(), model, &args.features, &args.output)?;
     kaldi_log!("gmm-compute-likes: computed likelihoods for {num_done} utterances.");
     Ok(0)
@@ -239,7 +240,10 @@ enum LikesWriter {
 fn frame_likes(args: &ScoreArgs, model: &AcousticModel) -> Result<i32, String> {
     // With --gselect the selected Gaussians are evaluated on the host: no engine.
     let engine = if args.gselect.is_empty() {
-        Some(args.engine.engine()?)
+        Some(
+            args.engine
+                .engine_for(&args.features, model, model.num_gaussians() as f64)?,
+        )
     } else {
         None
     };

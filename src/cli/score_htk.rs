@@ -81,7 +81,8 @@ fn score(args: &ScoreHtkArgs) -> Result<(), String> {
     let list = HmmList::load(&args.hmmlist).map_err(|e| e.to_string())?;
     let htk = HtkModel::from_hmm_set(&set, &args.mmfs.join(" ")).map_err(|e| e.to_string())?;
     let cols = list_columns(&set, &list, &htk)?;
-    let engine = args.engine.engine()?;
+    let all = htk.model.num_gaussians() as f64;
+    let engine = args.engine.engine_for(&args.features, &htk.model, all)?;
     let mut loaded = engine.load(&htk.model).map_err(|e| e.to_string())?;
     let dim = htk.model.dim;
     let ns = htk.model.num_states();

@@ -141,7 +141,8 @@ fn ubm_map(args: &UbmMapArgs) -> Result<i32, String> {
         ));
     };
     let model = AcousticModel::from_diag_gmm(&g);
-    let engine = args.engine.engine()?;
+    let all = model.num_gaussians() as f64;
+    let engine = args.engine.engine_for(&args.features, &model, all)?;
     let mut ubm = Ubm {
         model: &model,
         loaded: engine.load(&model).map_err(|e| e.to_string())?,
