@@ -6,6 +6,7 @@
 //! runs the subcommand. Exit status is Kaldi's: 0 on success, 1 on error.
 
 pub mod acc_stats;
+pub mod align;
 pub mod bench;
 pub mod copy;
 pub mod copy_to_htk;
@@ -71,6 +72,8 @@ pub enum Command {
     /// Accumulate EM statistics (gmm-acc-stats-ali, gmm-acc-stats, gmm-global-acc-stats,
     /// fgmm-global-acc-stats).
     AccStats(acc_stats::AccStatsArgs),
+    /// Forced alignment with a Kaldi model and training graphs (gmm-align-compiled).
+    Align(align::AlignArgs),
     /// Sum accumulator files (gmm-sum-accs, gmm-global-sum-accs, fgmm-global-sum-accs).
     SumAccs(sum_accs::SumAccsArgs),
     /// Re-estimate a model from accumulated statistics (gmm-est, gmm-global-est, fgmm-global-est).
@@ -142,6 +145,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Copy(args) => copy::run(args),
         Command::AccStats(args) => acc_stats::run(args),
         Command::SumAccs(args) => sum_accs::run(args),
+        Command::Align(args) => align::run(args),
         Command::Est(args) => est::run(args),
         Command::Score(args) => score::run(args),
         Command::ScoreHtk(args) => score_htk::run(args),
