@@ -7,6 +7,8 @@
 
 pub mod acc_stats;
 pub mod align;
+pub mod align_equal;
+pub mod boost_silence;
 pub mod bench;
 pub mod copy;
 pub mod copy_to_htk;
@@ -74,6 +76,10 @@ pub enum Command {
     AccStats(acc_stats::AccStatsArgs),
     /// Forced alignment with a Kaldi model and training graphs (gmm-align-compiled).
     Align(align::AlignArgs),
+    /// Equally spaced alignments through the training graphs (align-equal-compiled).
+    AlignEqual(align_equal::AlignEqualArgs),
+    /// Scale the weights of the Gaussians of the listed phones' pdfs (gmm-boost-silence).
+    BoostSilence(boost_silence::BoostSilenceArgs),
     /// Sum accumulator files (gmm-sum-accs, gmm-global-sum-accs, fgmm-global-sum-accs).
     SumAccs(sum_accs::SumAccsArgs),
     /// Re-estimate a model from accumulated statistics (gmm-est, gmm-global-est, fgmm-global-est).
@@ -146,6 +152,8 @@ pub fn run(cli: Cli) -> i32 {
         Command::AccStats(args) => acc_stats::run(args),
         Command::SumAccs(args) => sum_accs::run(args),
         Command::Align(args) => align::run(args),
+        Command::AlignEqual(args) => align_equal::run(args),
+        Command::BoostSilence(args) => boost_silence::run(args),
         Command::Est(args) => est::run(args),
         Command::Score(args) => score::run(args),
         Command::ScoreHtk(args) => score_htk::run(args),
