@@ -19,8 +19,17 @@ _amtool() {
             amtool,acc-stats)
                 cmd="amtool__subcmd__acc__subcmd__stats"
                 ;;
+            amtool,align)
+                cmd="amtool__subcmd__align"
+                ;;
+            amtool,align-equal)
+                cmd="amtool__subcmd__align__subcmd__equal"
+                ;;
             amtool,bench)
                 cmd="amtool__subcmd__bench"
+                ;;
+            amtool,boost-silence)
+                cmd="amtool__subcmd__boost__subcmd__silence"
                 ;;
             amtool,completions)
                 cmd="amtool__subcmd__completions"
@@ -76,8 +85,17 @@ _amtool() {
             amtool__subcmd__help,acc-stats)
                 cmd="amtool__subcmd__help__subcmd__acc__subcmd__stats"
                 ;;
+            amtool__subcmd__help,align)
+                cmd="amtool__subcmd__help__subcmd__align"
+                ;;
+            amtool__subcmd__help,align-equal)
+                cmd="amtool__subcmd__help__subcmd__align__subcmd__equal"
+                ;;
             amtool__subcmd__help,bench)
                 cmd="amtool__subcmd__help__subcmd__bench"
+                ;;
+            amtool__subcmd__help,boost-silence)
+                cmd="amtool__subcmd__help__subcmd__boost__subcmd__silence"
                 ;;
             amtool__subcmd__help,completions)
                 cmd="amtool__subcmd__help__subcmd__completions"
@@ -137,7 +155,7 @@ _amtool() {
 
     case "${cmd}" in
         amtool)
-            opts="-h -V --help --version bench copy acc-stats sum-accs est score score-htk gselect global-get-post gselect-to-post map-adapt ubm-map copy-to-htk rescore-lattice herest shims completions man help"
+            opts="-h -V --help --version bench copy acc-stats align align-equal boost-silence sum-accs est score score-htk gselect global-get-post gselect-to-post map-adapt ubm-map copy-to-htk rescore-lattice herest shims completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -204,6 +222,114 @@ _amtool() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        amtool__subcmd__align)
+            opts="-h --verbose --print-args --config --use-gpu --threads --acoustic-scale --beam --careful --retry-beam --self-loop-scale --transition-scale --write-per-frame-acoustic-loglikes --max-active --min-active --beam-delta --hash-ratio --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --verbose)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --print-args)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --use-gpu)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --threads)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --acoustic-scale)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --beam)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --careful)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --retry-beam)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --self-loop-scale)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --transition-scale)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --write-per-frame-acoustic-loglikes)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-active)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --min-active)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --beam-delta)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --hash-ratio)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        amtool__subcmd__align__subcmd__equal)
+            opts="-h --verbose --print-args --config --binary --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --verbose)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --print-args)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --binary)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         amtool__subcmd__bench)
             opts="-h --engine --case --frames --gaussians --states --gaussians-per-state --dim --threads --reps --path --jobs --check-frames --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -256,6 +382,40 @@ _amtool() {
                     return 0
                     ;;
                 --check-frames)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        amtool__subcmd__boost__subcmd__silence)
+            opts="-h --verbose --print-args --config --binary --boost --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --verbose)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --print-args)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --binary)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --boost)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -641,7 +801,7 @@ _amtool() {
             return 0
             ;;
         amtool__subcmd__help)
-            opts="bench copy acc-stats sum-accs est score score-htk gselect global-get-post gselect-to-post map-adapt ubm-map copy-to-htk rescore-lattice herest shims completions man help"
+            opts="bench copy acc-stats align align-equal boost-silence sum-accs est score score-htk gselect global-get-post gselect-to-post map-adapt ubm-map copy-to-htk rescore-lattice herest shims completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -668,7 +828,49 @@ _amtool() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        amtool__subcmd__help__subcmd__align)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        amtool__subcmd__help__subcmd__align__subcmd__equal)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         amtool__subcmd__help__subcmd__bench)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        amtool__subcmd__help__subcmd__boost__subcmd__silence)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

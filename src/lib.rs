@@ -8,6 +8,7 @@
 //! in [`stats`] produce new parameters, which go back into the original file
 //! structure and are written by `amtool_formats`.
 
+pub mod align;
 pub mod bench;
 pub mod cli;
 pub mod engine;

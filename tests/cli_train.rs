@@ -1156,3 +1156,80 @@ fn optional_gpu_takes_the_cpu_for_a_small_job_and_says_so() {
     ]);
     assert_eq!(read(&auto), read(&cpu));
 }
+
+/// train_mono.sh's inner loop entirely through the shims: align-equal-compiled
+/// for the first pass, then gmm-boost-silence | gmm-align-compiled,
+/// gmm-acc-stats-ali and gmm-est each iteration. Re-aligning must keep the
+/// likelihood rising; the last alignment covers every frame.
+#[test]
+fn train_mono_loop_with_alignment_through_shims() {
+    let d = tmp();
+    let bin = d.path().join("bin");
+    let (code, err) = run(&["shims", bin.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let graphs = "ark:testdata/kaldi/ali/graphs.fsts.ark";
+    let ali0 = path(&d, "0.ali");
+    let (code, err) = run_exe(
+        &bin.join("align-equal-compiled"),
+        &[graphs, FEATS, &format!("ark:{ali0}")],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("Success: done 40 utterances."), "{err}");
+    let mut mdl = format!("{K}/init.mdl");
+    let mut ali = format!("ark:{ali0}");
+    let mut likes = Vec::new();
+    for it in 0..4 {
+        let acc = path(&d, &format!("{it}.acc"));
+        let (code, err) = run_exe(
+            &bin.join("gmm-acc-stats-ali"),
+            &["--use-gpu=no", &mdl, FEATS, &ali, &acc],
+        );
+        assert_eq!(code, 0, "{err}");
+        let next = path(&d, &format!("{}.mdl", it + 1));
+        let mix = format!("--mix-up={}", 80 + 30 * it);
+        let (code, err) = run_exe(
+            &bin.join("gmm-est"),
+            &["--min-gaussian-occupancy=3", &mix, "--power=0.25", &mdl, &acc, &next],
+        );
+        assert_eq!(code, 0, "{err}");
+        mdl = next;
+        let boosted = format!("{} --boost=1.0 1:2:3:4:5 {mdl} - |", bin.join("gmm-boost-silence").display());
+        let new_ali = path(&d, &format!("{}.ali", it + 1));
+        let (code, err) = run_exe(
+            &bin.join("gmm-align-compiled"),
+            &[
+                "--use-gpu=no",
+                "--transition-scale=1.0",
+                "--acoustic-scale=0.1",
+                "--self-loop-scale=0.1",
+                "--beam=10",
+                "--retry-beam=40",
+                "--careful=false",
+                &boosted,
+                graphs,
+                FEATS,
+                &format!("ark:{new_ali}"),
+            ],
+        );
+        assert_eq!(code, 0, "{err}");
+        assert!(err.contains("LOG (gmm-boost-silence["), "{err}");
+        assert!(err.contains("Done 40, errors on 0"), "{err}");
+        likes.push(
+            err.lines()
+                .find_map(|l| l.split("Overall log-likelihood per frame is ").nth(1))
+                .and_then(|r| r.split(' ').next())
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap(),
+        );
+        ali = format!("ark:{new_ali}");
+    }
+    eprintln!("alignment log-likelihood per frame by iteration: {likes:?}");
+    for w in likes.windows(2) {
+        assert!(w[1] > w[0], "likelihood did not rise: {likes:?}");
+    }
+    let frames: usize = common::read_table::<amtool_formats::kaldi::holder::Int32Vector>(&ali)
+        .iter()
+        .map(|(_, a)| a.0.len())
+        .sum();
+    assert_eq!(frames, 8445);
+}

@@ -6,6 +6,9 @@
 //! runs the subcommand. Exit status is Kaldi's: 0 on success, 1 on error.
 
 pub mod acc_stats;
+pub mod align;
+pub mod align_equal;
+pub mod boost_silence;
 pub mod bench;
 pub mod copy;
 pub mod copy_options;
@@ -72,6 +75,12 @@ pub enum Command {
     /// Accumulate EM statistics (gmm-acc-stats-ali, gmm-acc-stats, gmm-global-acc-stats,
     /// fgmm-global-acc-stats).
     AccStats(acc_stats::AccStatsArgs),
+    /// Forced alignment with a Kaldi model and training graphs (gmm-align-compiled).
+    Align(align::AlignArgs),
+    /// Equally spaced alignments through the training graphs (align-equal-compiled).
+    AlignEqual(align_equal::AlignEqualArgs),
+    /// Scale the weights of the Gaussians of the listed phones' pdfs (gmm-boost-silence).
+    BoostSilence(boost_silence::BoostSilenceArgs),
     /// Sum accumulator files (gmm-sum-accs, gmm-global-sum-accs, fgmm-global-sum-accs).
     SumAccs(sum_accs::SumAccsArgs),
     /// Re-estimate a model from accumulated statistics (gmm-est, gmm-global-est, fgmm-global-est).
@@ -143,6 +152,9 @@ pub fn run(cli: Cli) -> i32 {
         Command::Copy(args) => copy::run(args),
         Command::AccStats(args) => acc_stats::run(args),
         Command::SumAccs(args) => sum_accs::run(args),
+        Command::Align(args) => align::run(args),
+        Command::AlignEqual(args) => align_equal::run(args),
+        Command::BoostSilence(args) => boost_silence::run(args),
         Command::Est(args) => est::run(args),
         Command::Score(args) => score::run(args),
         Command::ScoreHtk(args) => score_htk::run(args),

@@ -68,6 +68,22 @@ pub const SHIMS: &[Shim] = &[
         argv: &["acc-stats", "--kaldi-tool=fgmm-global-acc-stats"],
     },
     Shim {
+        tool: "gmm-align-compiled",
+        argv: &["align"],
+    },
+    Shim {
+        tool: "align-equal-compiled",
+        argv: &["align-equal"],
+    },
+    Shim {
+        tool: "gmm-boost-silence",
+        argv: &["boost-silence"],
+    },
+    Shim {
+        tool: "fstcopy",
+        argv: &["copy"],
+    },
+    Shim {
         tool: "gmm-sum-accs",
         argv: &["sum-accs", "--kaldi-tool=gmm-sum-accs"],
     },

@@ -7,6 +7,7 @@
 //! The arithmetic itself lives in [`crate::stats`]; nothing here prints.
 
 pub mod acc_stats;
+pub mod boost_silence;
 pub mod convert;
 pub mod est;
 pub mod io;

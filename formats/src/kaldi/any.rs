@@ -20,6 +20,10 @@
 //!   and arc type, text by a newline after the key followed by tab-separated
 //!   printer lines ([`super::lattice::detect_lattice`]).
 //!
+//! - FSTs with `StdArc`s (training graphs) after lattices: binary by the arc
+//!   type `standard`, text by printer lines with plain costs (a text FST
+//!   without any cost also reads as a lattice, and is taken for one).
+//!
 //! Detection uses the first entry; the caller keeps that type for the whole
 //! table (an empty alignment, posterior and selection look the same and are
 //! written the same).
@@ -30,6 +34,7 @@ use super::compressed::CompressedMatrix;
 use super::gmm::{AmDiagGmm, DiagGmm, FullGmm};
 use super::holder::{Basic, Holder, Int32PairVector, Int32Vector, Int32VectorVector, Posterior};
 use super::io::{is_space, Reader};
+use super::fst::{detect_std_fst, StdVectorFst};
 use super::lattice::{detect_lattice, CompactLattice, Lattice, LatticeKind};
 use super::matrix::{Matrix, PackedMatrix, Vector};
 use crate::error::Result;
@@ -56,6 +61,8 @@ pub enum ObjectType {
     FullGmm,
     Lattice,
     CompactLattice,
+    /// OpenFst `VectorFst<StdArc>` (training graphs).
+    Fst,
 }
 
 impl ObjectType {
@@ -80,6 +87,7 @@ impl ObjectType {
             ObjectType::FullGmm => "FullGmm",
             ObjectType::Lattice => "lattice",
             ObjectType::CompactLattice => "compact lattice",
+            ObjectType::Fst => "FST",
         }
     }
 
@@ -124,6 +132,9 @@ pub fn detect_entry(buf: &[u8]) -> Option<ObjectType> {
         Some(LatticeKind::Lattice) => return Some(ObjectType::Lattice),
         Some(LatticeKind::Compact) => return Some(ObjectType::CompactLattice),
         None => {}
+    }
+    if detect_std_fst(buf) {
+        return Some(ObjectType::Fst);
     }
     if let [0, b'B', rest @ ..] = buf {
         let tok_end = rest.iter().position(|&c| c == b' ').unwrap_or(rest.len());
@@ -230,6 +241,7 @@ pub enum AnyObject {
     FullGmm(FullGmm),
     Lattice(Lattice),
     CompactLattice(CompactLattice),
+    Fst(StdVectorFst),
 }
 
 impl AnyObject {
@@ -254,6 +266,7 @@ impl AnyObject {
             ObjectType::FullGmm => AnyObject::FullGmm(Holder::read_holder(r)?),
             ObjectType::Lattice => AnyObject::Lattice(Holder::read_holder(r)?),
             ObjectType::CompactLattice => AnyObject::CompactLattice(Holder::read_holder(r)?),
+            ObjectType::Fst => AnyObject::Fst(Holder::read_holder(r)?),
         })
     }
 
@@ -277,6 +290,7 @@ impl AnyObject {
             AnyObject::FullGmm(_) => ObjectType::FullGmm,
             AnyObject::Lattice(_) => ObjectType::Lattice,
             AnyObject::CompactLattice(_) => ObjectType::CompactLattice,
+            AnyObject::Fst(_) => ObjectType::Fst,
         }
     }
 
@@ -321,6 +335,7 @@ impl Holder for AnyObject {
             AnyObject::FullGmm(x) => x.write_holder(w, binary),
             AnyObject::Lattice(x) => x.write_holder(w, binary),
             AnyObject::CompactLattice(x) => x.write_holder(w, binary),
+            AnyObject::Fst(x) => x.write_holder(w, binary),
         }
     }
 

@@ -8,6 +8,7 @@ pub mod any;
 mod blocks;
 pub mod compressed;
 pub mod files;
+pub mod fst;
 pub mod gmm;
 pub mod holder;
 pub mod io;

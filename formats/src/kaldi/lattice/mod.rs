@@ -26,7 +26,7 @@
 
 mod factor;
 pub mod props;
-mod text;
+pub(crate) mod text;
 pub mod weight;
 
 use std::io::{self, Write};
@@ -34,7 +34,7 @@ use std::io::{self, Write};
 use super::holder::Holder;
 use super::io::{is_space, Reader};
 use crate::error::{Error, Pos, Result};
-pub use weight::{CompactLatticeWeight, FstWeight, LatticeWeight};
+pub use weight::{CompactLatticeWeight, FstWeight, LatticeWeight, TropicalWeight};
 
 /// OpenFst's FST magic number (`kFstMagicNumber`).
 pub const FST_MAGIC: u32 = 2_125_659_606;
@@ -453,14 +453,15 @@ impl FstHeader {
     }
 }
 
-fn read_states<W: FstWeight>(r: &mut Reader<'_>, hdr: &FstHeader, double: bool) -> Result<Fst<W>> {
+pub(crate) fn read_states<W: FstWeight>(r: &mut Reader<'_>, hdr: &FstHeader, double: bool) -> Result<Fst<W>> {
     let ns = hdr.num_states;
-    // Each state takes at least 16 bytes (two costs + arc count).
-    if ns < 0 || (ns as u128) * 16 > r.remaining().len() as u128 {
+    // Each state takes at least its final weight and an arc count.
+    let state_bytes = (W::MIN_BYTES + 8) as u128;
+    if ns < 0 || (ns as u128) * state_bytes > r.remaining().len() as u128 {
         return Err(r.error_at(
             hdr.end - 16,
             format!(
-                "bad FST header: {ns} states with {} bytes left (truncated lattice?)",
+                "bad FST header: {ns} states with {} bytes left (truncated FST?)",
                 r.remaining().len()
             ),
         ));
@@ -476,12 +477,12 @@ fn read_states<W: FstWeight>(r: &mut Reader<'_>, hdr: &FstHeader, double: bool) 
         let final_weight = W::read_binary(r, double)?;
         let at = r.pos();
         let narcs = read_i64(r)?;
-        // An arc takes at least 20 bytes.
-        if narcs < 0 || (narcs as u128) * 20 > r.remaining().len() as u128 {
+        // An arc takes at least its labels, weight and next state.
+        if narcs < 0 || (narcs as u128) * (W::MIN_BYTES + 12) as u128 > r.remaining().len() as u128 {
             return Err(r.error_at(
                 at,
                 format!(
-                    "state {s}: {narcs} arcs with {} bytes left (truncated lattice?)",
+                    "state {s}: {narcs} arcs with {} bytes left (truncated FST?)",
                     r.remaining().len()
                 ),
             ));
@@ -581,12 +582,12 @@ impl CompactLattice {
 
 /// Kaldi's holders: text when the object starts with whitespace, else the
 /// FST magic number.
-enum Form {
+pub(crate) enum Form {
     Text,
     Binary,
 }
 
-fn holder_form(r: &mut Reader<'_>, what: &str) -> Result<Form> {
+pub(crate) fn holder_form(r: &mut Reader<'_>, what: &str) -> Result<Form> {
     match r.peek_byte() {
         None => Err(r.error(format!("end of data reading {what}"))),
         Some(c) if is_space(c) => {
@@ -690,7 +691,7 @@ impl Holder for CompactLattice {
     }
 }
 
-fn write_fst<W: FstWeight, O: Write + ?Sized>(
+pub(crate) fn write_fst<W: FstWeight, O: Write + ?Sized>(
     f: &Fst<W>,
     w: &mut O,
     binary: bool,

@@ -369,7 +369,7 @@ fn bad_headers_are_refused() {
     let e = with(NSTATES_AT, &(-5i64).to_le_bytes());
     assert!(e.contains("-5 states"), "{e}");
     let e = with(NSTATES_AT, &(1i64 << 40).to_le_bytes());
-    assert!(e.contains("truncated lattice"), "{e}");
+    assert!(e.contains("truncated FST"), "{e}");
     let e = with(4, &(-3i32).to_le_bytes());
     assert!(e.contains("fst type has length -3"), "{e}");
     let e = with(NSTATES_AT - 8, &7i64.to_le_bytes());

@@ -15,18 +15,18 @@ pub struct TextFst {
     pub compact: Option<CompactLattice>,
 }
 
-fn fields(line: &[u8]) -> Vec<&str> {
+pub(crate) fn fields(line: &[u8]) -> Vec<&str> {
     line.split(|&c| matches!(c, b'\t' | b' ' | b'\r'))
         .filter(|f| !f.is_empty())
         .map(|f| std::str::from_utf8(f).unwrap_or("\u{fffd}"))
         .collect()
 }
 
-fn int(s: &str) -> Option<i32> {
+pub(crate) fn int(s: &str) -> Option<i32> {
     s.parse::<i32>().ok()
 }
 
-fn grow<W: FstWeight>(f: &mut super::Fst<W>, s: i32) {
+pub(crate) fn grow<W: FstWeight>(f: &mut super::Fst<W>, s: i32) {
     while s as usize >= f.states.len() {
         f.add_state();
     }

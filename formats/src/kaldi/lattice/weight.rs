@@ -12,6 +12,8 @@ pub trait FstWeight: Clone + PartialEq + std::fmt::Debug {
     const ARC_TYPE: &'static str;
     /// The double form Kaldi also reads (`lattice8`, `compactlattice84`).
     const ARC_TYPE_DOUBLE: &'static str;
+    /// Fewest bytes the binary (float) form takes (bounds counts read from a header).
+    const MIN_BYTES: usize = 8;
     /// The semiring zero (no path).
     fn zero() -> Self;
     /// The semiring one (cost 0).
@@ -60,7 +62,7 @@ fn fmt_cost(out: &mut String, f: f32) {
 
 /// `ReadFloatType`: the three names, else `strtod` of the whole field
 /// (rounded to float, as Kaldi assigns the double to a float).
-fn parse_cost(s: &str) -> Option<f32> {
+pub(crate) fn parse_cost(s: &str) -> Option<f32> {
     match s {
         "Infinity" => Some(f32::INFINITY),
         "-Infinity" => Some(f32::NEG_INFINITY),
@@ -205,6 +207,44 @@ impl FstWeight for CompactLatticeWeight {
                 .collect::<Option<Vec<_>>>()?
         };
         Some(CompactLatticeWeight { weight, string })
+    }
+}
+
+/// OpenFst `TropicalWeight` (the weight of `StdArc`): a float cost, zero =
+/// +∞, one = 0. Text form as OpenFst's `operator<<` (`Infinity`,
+/// `-Infinity`, `BadNumber`, else 6 significant digits).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct TropicalWeight(pub f32);
+
+impl FstWeight for TropicalWeight {
+    const ARC_TYPE: &'static str = "standard";
+    /// `ArcTpl<TropicalWeightTpl<double>>`; Kaldi's `VectorFstHolder` does not
+    /// read it (see [`crate::kaldi::fst`]), it is named only to be refused.
+    const ARC_TYPE_DOUBLE: &'static str = "tropical64";
+    const MIN_BYTES: usize = 4;
+
+    fn zero() -> Self {
+        TropicalWeight(f32::INFINITY)
+    }
+
+    fn one() -> Self {
+        TropicalWeight(0.0)
+    }
+
+    fn read_binary(r: &mut Reader<'_>, double: bool) -> Result<Self> {
+        Ok(TropicalWeight(read_cost(r, double)?))
+    }
+
+    fn write_binary(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.0.to_le_bytes());
+    }
+
+    fn fmt_text(&self, out: &mut String) {
+        fmt_cost(out, self.0);
+    }
+
+    fn parse_text(s: &str) -> Option<Self> {
+        parse_cost(s).map(TropicalWeight)
     }
 }
 

@@ -1,0 +1,489 @@
+//! Kaldi's `FasterDecoder` (`decoder/faster-decoder.cc`) over a
+//! [`DecodingGraph`], reproduced step for step so that alignments are
+//! Kaldi's: token costs in double, acoustic costs in float, the same beam,
+//! min-active and adaptive-beam cutoffs, and the same order of token
+//! processing — Kaldi's `HashList` keeps tokens in a list grouped by hash
+//! bucket (buckets in order of first use, tokens in insertion order within
+//! one), the order ties and running cutoffs depend on. That list is emulated
+//! exactly ([`TokenList`]), including the hash size growing with the number
+//! of active tokens and carrying over to a retry.
+
+use super::graph::DecodingGraph;
+
+/// `FasterDecoderOptions` (gmm-align-compiled leaves all but the beam at
+/// their defaults).
+#[derive(Debug, Clone, Copy)]
+pub struct DecoderOptions {
+    pub beam: f32,
+    pub max_active: i32,
+    pub min_active: i32,
+    pub beam_delta: f32,
+    pub hash_ratio: f32,
+}
+
+impl Default for DecoderOptions {
+    fn default() -> Self {
+        DecoderOptions {
+            beam: 16.0,
+            max_active: i32::MAX,
+            min_active: 20,
+            beam_delta: 0.5,
+            hash_ratio: 2.0,
+        }
+    }
+}
+
+/// Per-frame acoustic costs: `cost(frame, tid)` = −(scaled log-likelihood
+/// of the transition-id's pdf), Kaldi's `-decodable->LogLikelihood`.
+pub trait AcousticCosts {
+    fn num_frames(&self) -> usize;
+    fn cost(&self, frame: usize, tid: i32) -> f32;
+}
+
+const NONE: u32 = u32::MAX;
+
+#[derive(Debug, Clone, Copy)]
+struct Token {
+    cost: f64,
+    ilabel: i32,
+    graph_cost: f32,
+    prev: u32,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Elem {
+    key: u32,
+    tok: u32,
+    tail: u32,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    last: u32,
+    prev_bucket: u32,
+}
+
+/// Kaldi's `HashList<StateId, Token*>`: the current frame's elements (an
+/// arena, linked through `tail`) and the buckets indexing them.
+struct TokenList {
+    elems: Vec<Elem>,
+    head: u32,
+    buckets: Vec<Bucket>,
+    hash_size: usize,
+    bucket_tail: u32,
+}
+
+impl TokenList {
+    fn new() -> Self {
+        let mut l = TokenList {
+            elems: Vec::new(),
+            head: NONE,
+            buckets: Vec::new(),
+            hash_size: 0,
+            bucket_tail: NONE,
+        };
+        l.set_size(1000);
+        l
+    }
+
+    fn set_size(&mut self, size: usize) {
+        self.hash_size = size;
+        if size > self.buckets.len() {
+            self.buckets.resize(
+                size,
+                Bucket {
+                    last: NONE,
+                    prev_bucket: NONE,
+                },
+            );
+        }
+    }
+
+    /// `Clear`: empties the index; returns the old elements and list head.
+    fn clear(&mut self) -> (Vec<Elem>, u32) {
+        let mut b = self.bucket_tail;
+        while b != NONE {
+            let bk = &mut self.buckets[b as usize];
+            bk.last = NONE;
+            b = bk.prev_bucket;
+        }
+        self.bucket_tail = NONE;
+        let head = std::mem::replace(&mut self.head, NONE);
+        (std::mem::take(&mut self.elems), head)
+    }
+
+    /// `Insert` (find-or-insert): the element of `key`, and whether it is new.
+    fn insert(&mut self, key: u32, tok: u32) -> (u32, bool) {
+        let index = key as usize % self.hash_size;
+        let bk = self.buckets[index];
+        if bk.last != NONE {
+            let mut e = if bk.prev_bucket == NONE {
+                self.head
+            } else {
+                self.elems[self.buckets[bk.prev_bucket as usize].last as usize].tail
+            };
+            let end = self.elems[bk.last as usize].tail;
+            while e != end {
+                if self.elems[e as usize].key == key {
+                    return (e, false);
+                }
+                e = self.elems[e as usize].tail;
+            }
+        }
+        let id = self.elems.len() as u32;
+        if bk.last == NONE {
+            if self.bucket_tail == NONE {
+                self.head = id;
+            } else {
+                let t = self.buckets[self.bucket_tail as usize].last;
+                self.elems[t as usize].tail = id;
+            }
+            self.elems.push(Elem { key, tok, tail: NONE });
+            self.buckets[index] = Bucket {
+                last: id,
+                prev_bucket: self.bucket_tail,
+            };
+            self.bucket_tail = index as u32;
+        } else {
+            let tail = self.elems[bk.last as usize].tail;
+            self.elems.push(Elem { key, tok, tail });
+            self.elems[bk.last as usize].tail = id;
+            self.buckets[index].last = id;
+        }
+        (id, true)
+    }
+}
+
+/// One utterance's decoder (Kaldi creates one per utterance and reuses it
+/// for the retry, so the hash size carries over).
+pub struct FasterDecoder<'g> {
+    graph: &'g DecodingGraph,
+    opts: DecoderOptions,
+    toks: TokenList,
+    tokens: Vec<Token>,
+    queue: Vec<u32>,
+    tmp: Vec<f64>,
+}
+
+impl<'g> FasterDecoder<'g> {
+    pub fn new(graph: &'g DecodingGraph, opts: DecoderOptions) -> Self {
+        FasterDecoder {
+            graph,
+            opts,
+            toks: TokenList::new(),
+            tokens: Vec::new(),
+            queue: Vec::new(),
+            tmp: Vec::new(),
+        }
+    }
+
+    pub fn set_options(&mut self, opts: DecoderOptions) {
+        self.opts = opts;
+    }
+
+    fn new_token(&mut self, cost: f64, ilabel: i32, graph_cost: f32, prev: u32) -> u32 {
+        self.tokens.push(Token {
+            cost,
+            ilabel,
+            graph_cost,
+            prev,
+        });
+        (self.tokens.len() - 1) as u32
+    }
+
+    /// `Decode`: every frame of `ac`.
+    pub fn decode(&mut self, ac: &dyn AcousticCosts) {
+        self.toks.clear();
+        self.tokens.clear();
+        let start = self.graph.start;
+        let t = self.new_token(0.0, 0, 0.0, NONE);
+        self.toks.insert(start, t);
+        self.process_nonemitting(f32::MAX as f64);
+        for frame in 0..ac.num_frames() {
+            let cutoff = self.process_emitting(ac, frame);
+            self.process_nonemitting(cutoff);
+        }
+    }
+
+    /// `GetCutoff`: the pruning threshold of the previous frame's tokens,
+    /// the adaptive beam and the first best element.
+    fn get_cutoff(&mut self, elems: &[Elem], head: u32) -> (f64, f32, u32, usize) {
+        let mut best = f64::INFINITY;
+        let mut best_elem = NONE;
+        let mut count = 0usize;
+        let o = self.opts;
+        let plain = o.max_active == i32::MAX && o.min_active == 0;
+        self.tmp.clear();
+        let mut e = head;
+        while e != NONE {
+            let w = self.tokens[elems[e as usize].tok as usize].cost;
+            if !plain {
+                self.tmp.push(w);
+            }
+            if w < best {
+                best = w;
+                best_elem = e;
+            }
+            count += 1;
+            e = elems[e as usize].tail;
+        }
+        if plain {
+            return (best + o.beam as f64, o.beam, best_elem, count);
+        }
+        let beam_cutoff = best + o.beam as f64;
+        let mut max_active_cutoff = f64::INFINITY;
+        let mut min_active_cutoff = f64::INFINITY;
+        let n = self.tmp.len();
+        if n > o.max_active as usize {
+            let k = o.max_active as usize;
+            self.tmp.select_nth_unstable_by(k, f64::total_cmp);
+            max_active_cutoff = self.tmp[k];
+        }
+        if max_active_cutoff < beam_cutoff {
+            let ab = (max_active_cutoff - best + o.beam_delta as f64) as f32;
+            return (max_active_cutoff, ab, best_elem, count);
+        }
+        if n > o.min_active as usize {
+            if o.min_active == 0 {
+                min_active_cutoff = best;
+            } else {
+                let k = o.min_active as usize;
+                let upto = if n > o.max_active as usize {
+                    o.max_active as usize
+                } else {
+                    n
+                };
+                self.tmp[..upto].select_nth_unstable_by(k, f64::total_cmp);
+                min_active_cutoff = self.tmp[k];
+            }
+        }
+        if min_active_cutoff > beam_cutoff {
+            let ab = (min_active_cutoff - best + o.beam_delta as f64) as f32;
+            (min_active_cutoff, ab, best_elem, count)
+        } else {
+            (beam_cutoff, o.beam, best_elem, count)
+        }
+    }
+
+    fn process_emitting(&mut self, ac: &dyn AcousticCosts, frame: usize) -> f64 {
+        let (last, head) = self.toks.clear();
+        let (weight_cutoff, adaptive_beam, best_elem, tok_cnt) = self.get_cutoff(&last, head);
+        // PossiblyResizeHash.
+        let new_sz = (tok_cnt as f32 * self.opts.hash_ratio) as usize;
+        if new_sz > self.toks.hash_size {
+            self.toks.set_size(new_sz);
+        }
+        let graph = self.graph;
+        let ab = adaptive_beam as f64;
+        let mut next_cutoff = f64::INFINITY;
+        if best_elem != NONE {
+            let el = last[best_elem as usize];
+            let cost = self.tokens[el.tok as usize].cost;
+            for arc in graph.arcs_of(el.key) {
+                if arc.ilabel != 0 {
+                    let ac_cost = ac.cost(frame, arc.ilabel);
+                    let w = arc.weight as f64 + cost + ac_cost as f64;
+                    if w + ab < next_cutoff {
+                        next_cutoff = w + ab;
+                    }
+                }
+            }
+        }
+        let mut e = head;
+        while e != NONE {
+            let el = last[e as usize];
+            let tok_cost = self.tokens[el.tok as usize].cost;
+            if tok_cost < weight_cutoff {
+                for arc in graph.arcs_of(el.key) {
+                    if arc.ilabel == 0 {
+                        continue;
+                    }
+                    let ac_cost = ac.cost(frame, arc.ilabel);
+                    let w = arc.weight as f64 + tok_cost + ac_cost as f64;
+                    if w < next_cutoff {
+                        let cost = tok_cost + arc.weight as f64 + ac_cost as f64;
+                        let nt = self.new_token(cost, arc.ilabel, arc.weight, el.tok);
+                        let (found, fresh) = self.toks.insert(arc.next, nt);
+                        if w + ab < next_cutoff {
+                            next_cutoff = w + ab;
+                        }
+                        if !fresh {
+                            let slot = &mut self.toks.elems[found as usize].tok;
+                            if self.tokens[*slot as usize].cost > cost {
+                                *slot = nt;
+                            }
+                        }
+                    }
+                }
+            }
+            e = el.tail;
+        }
+        next_cutoff
+    }
+
+    fn process_nonemitting(&mut self, cutoff: f64) {
+        let graph = self.graph;
+        self.queue.clear();
+        let mut e = self.toks.head;
+        while e != NONE {
+            self.queue.push(e);
+            e = self.toks.elems[e as usize].tail;
+        }
+        while let Some(e) = self.queue.pop() {
+            let el = self.toks.elems[e as usize];
+            let tok_cost = self.tokens[el.tok as usize].cost;
+            if tok_cost > cutoff {
+                continue;
+            }
+            for arc in graph.arcs_of(el.key) {
+                if arc.ilabel != 0 {
+                    continue;
+                }
+                let cost = tok_cost + arc.weight as f64;
+                if cost > cutoff {
+                    continue;
+                }
+                let nt = self.new_token(cost, 0, arc.weight, el.tok);
+                let (found, fresh) = self.toks.insert(arc.next, nt);
+                if fresh {
+                    self.queue.push(found);
+                } else {
+                    let slot = &mut self.toks.elems[found as usize].tok;
+                    if self.tokens[*slot as usize].cost > cost {
+                        *slot = nt;
+                        self.queue.push(found);
+                    }
+                }
+            }
+        }
+    }
+
+    /// `ReachedFinal`: a token with finite cost on a final state.
+    pub fn reached_final(&self) -> bool {
+        let mut e = self.toks.head;
+        while e != NONE {
+            let el = self.toks.elems[e as usize];
+            if self.tokens[el.tok as usize].cost != f64::INFINITY
+                && self.graph.finals[el.key as usize] != f32::INFINITY
+            {
+                return true;
+            }
+            e = el.tail;
+        }
+        false
+    }
+
+    /// `GetBestPath` (final states only when one was reached): the path's
+    /// input labels (ε dropped: the alignment), its graph and acoustic costs
+    /// per arc as Kaldi's `LatticeWeight`s would hold them, and the final cost.
+    pub fn best_path(&self) -> Option<BestPath> {
+        let is_final = self.reached_final();
+        let mut best = NONE;
+        let mut best_key = 0u32;
+        let mut best_cost = f64::INFINITY;
+        let mut e = self.toks.head;
+        while e != NONE {
+            let el = self.toks.elems[e as usize];
+            let c = self.tokens[el.tok as usize].cost;
+            if is_final {
+                let fc = c + self.graph.finals[el.key as usize] as f64;
+                if fc < best_cost && fc != f64::INFINITY {
+                    best_cost = fc;
+                    best = el.tok;
+                    best_key = el.key;
+                }
+            } else if best == NONE || self.tokens[best as usize].cost > c {
+                best = el.tok;
+                best_key = el.key;
+            }
+            e = el.tail;
+        }
+        if best == NONE {
+            return None;
+        }
+        let mut arcs = Vec::new();
+        let mut t = best;
+        while t != NONE {
+            let tok = self.tokens[t as usize];
+            if tok.prev == NONE {
+                break; // the start token carries no arc
+            }
+            let prev_cost = self.tokens[tok.prev as usize].cost;
+            let tot = (tok.cost - prev_cost) as f32;
+            arcs.push(PathArc {
+                ilabel: tok.ilabel,
+                graph: tok.graph_cost,
+                acoustic: tot - tok.graph_cost,
+            });
+            t = tok.prev;
+        }
+        arcs.reverse();
+        let final_cost = if is_final {
+            self.graph.finals[best_key as usize]
+        } else {
+            0.0
+        };
+        Some(BestPath { arcs, final_cost })
+    }
+}
+
+/// One arc of the best path.
+#[derive(Debug, Clone, Copy)]
+pub struct PathArc {
+    pub ilabel: i32,
+    pub graph: f32,
+    pub acoustic: f32,
+}
+
+/// The best path of a decode.
+#[derive(Debug, Clone)]
+pub struct BestPath {
+    pub arcs: Vec<PathArc>,
+    pub final_cost: f32,
+}
+
+impl BestPath {
+    /// The non-ε input labels: the alignment.
+    pub fn alignment(&self) -> Vec<i32> {
+        self.arcs
+            .iter()
+            .filter(|a| a.ilabel != 0)
+            .map(|a| a.ilabel)
+            .collect()
+    }
+
+    /// Total (graph, acoustic) cost as `GetLinearSymbolSequence` sums the
+    /// lattice weights (float sums in path order, the final cost last).
+    pub fn total_weight(&self) -> (f32, f32) {
+        let (mut g, mut a) = (0f32, 0f32);
+        for arc in &self.arcs {
+            g += arc.graph;
+            a += arc.acoustic;
+        }
+        (g + self.final_cost, a)
+    }
+
+    /// `GetPerFrameAcousticCosts`: each emitting arc's acoustic cost, with the
+    /// costs of ε-arcs added to the frame before them (or, before the first
+    /// frame, to the first).
+    pub fn per_frame_acoustic_costs(&self) -> Vec<f32> {
+        let mut out: Vec<f32> = Vec::new();
+        let mut eps = 0f32;
+        for arc in &self.arcs {
+            if arc.ilabel != 0 {
+                let mut c = arc.acoustic;
+                if eps > 0.0 {
+                    c += eps;
+                    eps = 0.0;
+                }
+                out.push(c);
+            } else if !arc.acoustic.is_nan() {
+                match out.last_mut() {
+                    Some(l) => *l += arc.acoustic,
+                    None => eps += arc.acoustic,
+                }
+            }
+        }
+        out
+    }
+}

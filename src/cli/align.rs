@@ -1,0 +1,295 @@
+//! `amtool align [options] <model-in> <graphs-rspecifier> <feature-rspecifier>
+//! <alignments-wspecifier> [scores-wspecifier]`: Kaldi's gmm-align-compiled.
+//!
+//! Per training graph (in the graph table's order): features looked up by
+//! key, transition log-probabilities added with the two scales, Kaldi's
+//! FasterDecoder with `--beam` (and `--retry-beam` when no final state is
+//! reached), the best path's transition-ids written as the alignment.
+//! Utterances are gathered into batches: the engine scores every pdf of a
+//! batch's frames in one call (the GPU when there is one), then the searches
+//! run in parallel on the CPU; results are written and logged in input order.
+
+use clap::Args;
+use rayon::prelude::*;
+
+use amtool_formats::kaldi::fst::StdVectorFst;
+use amtool_formats::kaldi::holder::{Basic, Int32Vector};
+use amtool_formats::kaldi::matrix::{Matrix, Vector};
+use amtool_formats::kaldi::model::KaldiModel;
+use amtool_formats::kaldi::table::{RandomAccessTableReader, SequentialTableReader, TableWriter};
+
+use super::engine_args::EngineArgs;
+use super::KaldiStandard;
+use crate::align::decoder::DecoderOptions;
+use crate::align::graph::{add_transition_probs, make_careful, transition_costs, DecodingGraph};
+use crate::align::{align_utterance, AlignConfig, AlignOutcome, ScaledLoglikes};
+use crate::score::likes::{state_loglikes_batch, BATCH_FRAMES, BATCH_VALUES};
+use crate::score::model_file::ModelFile;
+use crate::stats::fmt_g;
+use crate::{kaldi_log, kaldi_warn};
+
+#[derive(Debug, Clone, Args)]
+pub struct AlignArgs {
+    #[command(flatten)]
+    pub std: KaldiStandard,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    /// Scaling factor for acoustic likelihoods.
+    #[arg(long, value_name = "FLOAT", default_value_t = 1.0)]
+    pub acoustic_scale: f32,
+    /// Decoding beam used in alignment.
+    #[arg(long, value_name = "FLOAT", default_value_t = 200.0)]
+    pub beam: f32,
+    /// If true, do 'careful' alignment, which is better at detecting alignment
+    /// failure (involves loop to start of decoding graph).
+    #[arg(long, value_name = "BOOL", default_value = "false", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = super::kaldi::parse_bool)]
+    pub careful: bool,
+    /// Decoding beam for second try at alignment (0: no retry).
+    #[arg(long, value_name = "FLOAT", default_value_t = 0.0)]
+    pub retry_beam: f32,
+    /// Scale of self-loop versus non-self-loop log probs [relative to acoustics].
+    #[arg(long, value_name = "FLOAT", default_value_t = 1.0)]
+    pub self_loop_scale: f32,
+    /// Transition-probability scale [relative to acoustics].
+    #[arg(long, value_name = "FLOAT", default_value_t = 1.0)]
+    pub transition_scale: f32,
+    /// Wspecifier for table of vectors containing the acoustic log-likelihoods
+    /// per frame for each utterance.
+    #[arg(long, value_name = "WSPECIFIER", default_value = "")]
+    pub write_per_frame_acoustic_loglikes: String,
+    /// Decoder max active states (FasterDecoder; gmm-align-compiled keeps the default).
+    #[arg(long, value_name = "N", default_value_t = i32::MAX)]
+    pub max_active: i32,
+    /// Decoder min active states (FasterDecoder; gmm-align-compiled keeps the default).
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub min_active: i32,
+    /// Increment used in decoder [obscure setting] (FasterDecoder).
+    #[arg(long, value_name = "FLOAT", default_value_t = 0.5)]
+    pub beam_delta: f32,
+    /// Setting used in decoder to control hash behavior (FasterDecoder).
+    #[arg(long, value_name = "FLOAT", default_value_t = 2.0)]
+    pub hash_ratio: f32,
+    /// Model (TransitionModel + AmDiagGmm).
+    #[arg(value_name = "MODEL-IN")]
+    pub model: String,
+    /// Training graphs (rspecifier of VectorFst<StdArc>, compile-train-graphs' output).
+    #[arg(value_name = "GRAPHS-RSPECIFIER")]
+    pub graphs: String,
+    /// Features (rspecifier, looked up by the graphs' keys).
+    #[arg(value_name = "FEATURE-RSPECIFIER")]
+    pub features: String,
+    /// Alignments (wspecifier of int32 vectors).
+    #[arg(value_name = "ALIGNMENTS-WSPECIFIER")]
+    pub alignments: String,
+    /// Scores: −(graph + acoustic cost) of each best path, acoustic part scaled (wspecifier of floats).
+    #[arg(value_name = "SCORES-WSPECIFIER")]
+    pub scores: Option<String>,
+}
+
+/// Run `amtool align`; returns the exit status.
+pub fn run(args: AlignArgs) -> i32 {
+    match align(&args) {
+        Ok(code) => code,
+        Err(msg) => super::fail(&msg),
+    }
+}
+
+/// An utterance waiting for its batch's likelihoods.
+struct Pending {
+    key: String,
+    graph: DecodingGraph,
+    feats: Matrix<f32>,
+}
+
+/// Counts behind Kaldi's summary lines.
+#[derive(Default)]
+struct Totals {
+    done: usize,
+    err: usize,
+    retried: usize,
+    like: f64,
+    frames: i64,
+}
+
+struct Writers {
+    ali: TableWriter<Int32Vector>,
+    scores: Option<TableWriter<Basic<f32>>>,
+    per_frame: Option<TableWriter<Vector<f32>>>,
+}
+
+fn optional_writer<H: amtool_formats::kaldi::holder::Holder>(
+    w: &str,
+) -> Result<Option<TableWriter<H>>, String> {
+    if w.is_empty() {
+        return Ok(None);
+    }
+    TableWriter::open(w).map(Some).map_err(|e| e.to_string())
+}
+
+fn align(args: &AlignArgs) -> Result<i32, String> {
+    let config = AlignConfig {
+        beam: args.beam,
+        retry_beam: args.retry_beam,
+        careful: args.careful,
+    };
+    config.check()?;
+    let opts = DecoderOptions {
+        beam: args.beam,
+        max_active: args.max_active,
+        min_active: args.min_active,
+        beam_delta: args.beam_delta,
+        hash_ratio: args.hash_ratio,
+    };
+    if opts.hash_ratio < 1.0 || opts.max_active <= 1 || opts.min_active < 0 || opts.min_active >= opts.max_active {
+        return Err(format!(
+            "bad decoder options: --hash-ratio {} (≥ 1), --max-active {} (> 1), --min-active {} (0 ≤ n < max-active)",
+            opts.hash_ratio, opts.max_active, opts.min_active
+        ));
+    }
+    let file = ModelFile::read(&args.model).map_err(|e| e.to_string())?;
+    let ModelFile::Am(KaldiModel { trans, .. }) = &file else {
+        return Err(format!(
+            "{}: a GMM model (TransitionModel + AmDiagGmm) is needed, not a global GMM",
+            args.model
+        ));
+    };
+    let model = file.acoustic_model();
+    let costs = transition_costs(trans, args.transition_scale, args.self_loop_scale);
+    let engine = args.engine.engine()?;
+    let mut loaded = engine.load(&model).map_err(|e| e.to_string())?;
+    let mut graphs =
+        SequentialTableReader::<StdVectorFst>::open(&args.graphs).map_err(|e| e.to_string())?;
+    let mut feats =
+        RandomAccessTableReader::<Matrix<f32>>::open(&args.features).map_err(|e| e.to_string())?;
+    let mut out = Writers {
+        ali: TableWriter::open(&args.alignments).map_err(|e| e.to_string())?,
+        scores: optional_writer(args.scores.as_deref().unwrap_or(""))?,
+        per_frame: optional_writer(&args.write_per_frame_acoustic_loglikes)?,
+    };
+    let mut tot = Totals::default();
+    let mut batch: Vec<Pending> = Vec::new();
+    let mut batch_frames = 0usize;
+    let np = model.num_states();
+    loop {
+        let next = graphs.next_entry().map_err(|e| e.to_string())?;
+        let end = next.is_none();
+        if let Some((key, mut fst)) = next {
+            let Some(m) = feats.get(&key).map_err(|e| e.to_string())? else {
+                tot.err += 1;
+                kaldi_warn!("No features for utterance {key}");
+                continue;
+            };
+            if m.rows() == 0 {
+                kaldi_warn!("Zero-length utterance: {key}");
+                tot.err += 1;
+                continue;
+            }
+            if !super::kaldi::dim_matches(&key, m.cols(), model.dim) {
+                tot.err += 1;
+                continue;
+            }
+            let m = m.clone();
+            add_transition_probs(&mut fst, &costs).map_err(|e| format!("utterance {key}: {e}"))?;
+            if config.careful {
+                make_careful(&mut fst);
+            }
+            let Some(graph) = DecodingGraph::pack(&fst) else {
+                kaldi_warn!("Empty decoding graph for {key}");
+                tot.err += 1;
+                continue;
+            };
+            batch_frames += m.rows();
+            batch.push(Pending { key, graph, feats: m });
+        }
+        if !batch.is_empty() && (end || batch_frames >= BATCH_FRAMES || batch_frames * np >= BATCH_VALUES) {
+            align_batch(&mut batch, loaded.as_mut(), &model, trans.id2pdf(), args, &config, opts, &mut out, &mut tot)?;
+            batch_frames = 0;
+        }
+        if end {
+            break;
+        }
+    }
+    out.ali.close().map_err(|e| e.to_string())?;
+    if let Some(w) = out.scores {
+        w.close().map_err(|e| e.to_string())?;
+    }
+    if let Some(w) = out.per_frame {
+        w.close().map_err(|e| e.to_string())?;
+    }
+    kaldi_log!(
+        "Overall log-likelihood per frame is {} over {} frames.",
+        fmt_g(tot.like / tot.frames as f64),
+        tot.frames
+    );
+    kaldi_log!("Retried {} out of {} utterances.", tot.retried, tot.done + tot.err);
+    kaldi_log!("Done {}, errors on {}", tot.done, tot.err);
+    Ok(if tot.done != 0 { 0 } else { 1 })
+}
+
+/// Likelihoods of the whole batch in one engine call, the searches in
+/// parallel, then outputs and log lines in input order.
+#[allow(clippy::too_many_arguments)]
+fn align_batch(
+    batch: &mut Vec<Pending>,
+    loaded: &mut dyn crate::engine::LoadedModel,
+    model: &crate::model::AcousticModel,
+    id2pdf: &[i32],
+    args: &AlignArgs,
+    config: &AlignConfig,
+    opts: DecoderOptions,
+    out: &mut Writers,
+    tot: &mut Totals,
+) -> Result<(), String> {
+    let np = model.num_states();
+    let data: Vec<&[f32]> = batch.iter().map(|p| p.feats.data()).collect();
+    let likes = state_loglikes_batch(loaded, &data, model.dim).map_err(|e| e.to_string())?;
+    let outcomes: Vec<AlignOutcome> = batch
+        .par_iter()
+        .zip(likes.par_iter())
+        .map(|(p, ll)| {
+            let costs = ScaledLoglikes {
+                loglikes: ll,
+                num_pdfs: np,
+                id2pdf,
+                scale: args.acoustic_scale,
+            };
+            align_utterance(&p.graph, &costs, config, opts)
+        })
+        .collect();
+    for (p, outcome) in batch.drain(..).zip(outcomes) {
+        let key = &p.key;
+        // This Kaldi build logs each utterance's key before aligning it.
+        kaldi_log!("{key}");
+        let retried = match &outcome {
+            AlignOutcome::Done { retried, .. } | AlignOutcome::Failed { retried } => *retried,
+        };
+        if retried {
+            tot.retried += 1;
+            kaldi_warn!("Retrying utterance {key} with beam {}", fmt_g(config.retry_beam as f64));
+        }
+        let path = match outcome {
+            AlignOutcome::Failed { .. } => {
+                kaldi_warn!("Did not successfully decode file {key}, len = {}", p.feats.rows());
+                tot.err += 1;
+                continue;
+            }
+            AlignOutcome::Done { path, .. } => path,
+        };
+        let (g, a) = path.total_weight();
+        let like = -(g + a) / args.acoustic_scale;
+        tot.done += 1;
+        tot.like += like as f64;
+        tot.frames += p.feats.rows() as i64;
+        out.ali.write(key, &Int32Vector(path.alignment())).map_err(|e| e.to_string())?;
+        if let Some(w) = out.scores.as_mut() {
+            w.write(key, &Basic(-(g + a))).map_err(|e| e.to_string())?;
+        }
+        if let Some(w) = out.per_frame.as_mut() {
+            let scale = -1.0 / args.acoustic_scale;
+            let v: Vec<f32> = path.per_frame_acoustic_costs().iter().map(|c| c * scale).collect();
+            w.write(key, &Vector::new(v)).map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(())
+}
