@@ -156,7 +156,9 @@ fn align(args: &AlignArgs) -> Result<i32, String> {
     };
     let model = file.acoustic_model();
     let costs = transition_costs(trans, args.transition_scale, args.self_loop_scale);
-    let engine = args.engine.engine()?;
+    // Every frame is scored against every pdf's Gaussians.
+    let all = model.num_gaussians() as f64;
+    let engine = args.engine.engine_for(&args.features, &model, all)?;
     let mut loaded = engine.load(&model).map_err(|e| e.to_string())?;
     let mut graphs =
         SequentialTableReader::<StdVectorFst>::open(&args.graphs).map_err(|e| e.to_string())?;
