@@ -14,7 +14,11 @@ fn bodies(log: &str) -> Vec<String> {
     log.lines()
         .filter(|l| l.starts_with("LOG (") || l.starts_with("WARNING ("))
         .map(|l| {
-            let kind = if l.starts_with("LOG") { "LOG" } else { "WARNING" };
+            let kind = if l.starts_with("LOG") {
+                "LOG"
+            } else {
+                "WARNING"
+            };
             format!("{kind} {}", l.split_once(") ").map_or("", |x| x.1))
         })
         .collect()
@@ -38,7 +42,10 @@ fn fixture_alignment_and_log_are_kaldis() {
         &format!("ark:{ali}"),
     ]);
     assert_eq!(read(&ali), gunzip(format!("{K}/acc/ali.ark.gz")));
-    assert_eq!(bodies(&log), bodies(&text(format!("{K}/ali/gmm-align-compiled.log"))));
+    assert_eq!(
+        bodies(&log),
+        bodies(&text(format!("{K}/ali/gmm-align-compiled.log")))
+    );
 }
 
 #[test]
@@ -64,10 +71,15 @@ fn careful_tight_beams_retry_and_fail_as_kaldi_reports() {
         FEATS,
         &format!("ark:{ali}"),
     ]);
-    let want = bodies(&text(format!("{K}/ali/gmm-align-compiled-init-careful.log")));
+    let want = bodies(&text(format!(
+        "{K}/ali/gmm-align-compiled-init-careful.log"
+    )));
     assert_eq!(bodies(&log), want);
-    assert!(want.iter().any(|l| l == "LOG Retried 36 out of 40 utterances."));
-    let got: Vec<(String, amtool::formats::kaldi::holder::Int32Vector)> = read_table(&format!("ark:{ali}"));
+    assert!(want
+        .iter()
+        .any(|l| l == "LOG Retried 36 out of 40 utterances."));
+    let got: Vec<(String, amtool::formats::kaldi::holder::Int32Vector)> =
+        read_table(&format!("ark:{ali}"));
     assert_eq!(got.len(), 4);
 }
 
@@ -102,7 +114,11 @@ fn scores_and_per_frame_likes_are_consistent() {
     // log-likelihood (graph costs are ≥ 0 here).
     for ((k, sc), (_, v)) in s.iter().zip(&p) {
         let ac: f64 = v.data.iter().map(|&x| x as f64 * 0.1).sum();
-        assert!((sc.0 as f64) <= ac + 1e-2 && sc.0 as f64 > ac - 200.0, "{k}: {} vs {ac}", sc.0);
+        assert!(
+            (sc.0 as f64) <= ac + 1e-2 && sc.0 as f64 > ac - 200.0,
+            "{k}: {} vs {ac}",
+            sc.0
+        );
     }
 }
 
@@ -117,13 +133,40 @@ fn missing_features_and_bad_beams() {
         .collect();
     std::fs::write(&scp, lines.join("\n") + "\n").unwrap();
     let ali = path(&d, "a.ark");
-    let log = ok(&["align", "--use-gpu=no", &format!("{K}/final.mdl"), GRAPHS, &format!("scp:{scp}"), &format!("ark:{ali}")]);
+    let log = ok(&[
+        "align",
+        "--use-gpu=no",
+        &format!("{K}/final.mdl"),
+        GRAPHS,
+        &format!("scp:{scp}"),
+        &format!("ark:{ali}"),
+    ]);
     assert!(log.contains("No features for utterance s01-002"), "{log}");
-    assert!(log.contains("Retried 0 out of 40 utterances.") && log.contains("Done 39, errors on 1"), "{log}");
-    let (code, log) = run(&["align", "--beam=10", "--retry-beam=5", &format!("{K}/final.mdl"), GRAPHS, FEATS, "ark:/dev/null"]);
+    assert!(
+        log.contains("Retried 0 out of 40 utterances.") && log.contains("Done 39, errors on 1"),
+        "{log}"
+    );
+    let (code, log) = run(&[
+        "align",
+        "--beam=10",
+        "--retry-beam=5",
+        &format!("{K}/final.mdl"),
+        GRAPHS,
+        FEATS,
+        "ark:/dev/null",
+    ]);
     assert_eq!(code, 1);
-    assert!(log.contains("Beams do not make sense: beam 10, retry-beam 5"), "{log}");
-    let (code, log) = run(&["align", &format!("{K}/ubm.0.dubm"), GRAPHS, FEATS, "ark:/dev/null"]);
+    assert!(
+        log.contains("Beams do not make sense: beam 10, retry-beam 5"),
+        "{log}"
+    );
+    let (code, log) = run(&[
+        "align",
+        &format!("{K}/ubm.0.dubm"),
+        GRAPHS,
+        FEATS,
+        "ark:/dev/null",
+    ]);
     assert_eq!(code, 1);
     assert!(log.contains("TransitionModel + AmDiagGmm"), "{log}");
 }
@@ -134,15 +177,27 @@ fn equal_alignments_are_kaldis() {
     let out = path(&d, "eq.txt");
     let log = ok(&["align-equal", GRAPHS, FEATS, &format!("ark,t:{out}")]);
     assert_eq!(read(&out), read(format!("{K}/ali/ali_equal.txt")));
-    assert_eq!(bodies(&log), bodies(&text(format!("{K}/ali/align-equal-compiled.log"))));
+    assert_eq!(
+        bodies(&log),
+        bodies(&text(format!("{K}/ali/align-equal-compiled.log")))
+    );
 }
 
 #[test]
 fn boost_silence_writes_kaldis_model() {
     let d = tmp();
     let out = path(&d, "b.mdl");
-    let log = ok(&["boost-silence", "--boost=1.5", "1:2:3:4:5", &format!("{K}/init.mdl"), &out]);
-    assert!(log.contains("Boosted weights for 3 pdfs, by factor of 1.5"), "{log}");
+    let log = ok(&[
+        "boost-silence",
+        "--boost=1.5",
+        "1:2:3:4:5",
+        &format!("{K}/init.mdl"),
+        &out,
+    ]);
+    assert!(
+        log.contains("Boosted weights for 3 pdfs, by factor of 1.5"),
+        "{log}"
+    );
     assert_eq!(read(&out), gunzip(format!("{K}/ali/init.boost1.5.mdl.gz")));
     let (code, log) = run(&["boost-silence", "1:x", &format!("{K}/init.mdl"), &out]);
     assert_eq!(code, 1);

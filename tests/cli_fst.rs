@@ -17,9 +17,17 @@ fn binary_graphs_copy_byte_for_byte_through_ark_pipe_and_scp() {
     assert_eq!(read(&out), read(GRAPHS));
     // Through a gz pipe into ark+scp, then back out of the scp.
     let gz = path(&d, "g.ark.gz");
-    ok(&["copy", &format!("ark:{GRAPHS}"), &format!("ark:| gzip -c > {gz}")]);
+    ok(&[
+        "copy",
+        &format!("ark:{GRAPHS}"),
+        &format!("ark:| gzip -c > {gz}"),
+    ]);
     let (ark, scp) = (path(&d, "s.ark"), path(&d, "s.scp"));
-    ok(&["copy", &format!("ark:gunzip -c {gz}|"), &format!("ark,scp:{ark},{scp}")]);
+    ok(&[
+        "copy",
+        &format!("ark:gunzip -c {gz}|"),
+        &format!("ark,scp:{ark},{scp}"),
+    ]);
     let back = path(&d, "back.ark");
     ok(&["copy", &format!("scp:{scp}"), &format!("ark:{back}")]);
     assert_eq!(read(&back), read(GRAPHS));
@@ -35,7 +43,10 @@ fn text_form_is_fstcopys() {
     // the bytes are fstcopy's from the same text.
     let bin = path(&d, "g.ark");
     ok(&["copy", &format!("ark,t:{txt}"), &format!("ark:{bin}")]);
-    assert_eq!(read(&bin), gunzip("testdata/kaldi/ali/graphs.fromtext.ark.gz"));
+    assert_eq!(
+        read(&bin),
+        gunzip("testdata/kaldi/ali/graphs.fromtext.ark.gz")
+    );
 }
 
 #[test]

@@ -788,9 +788,11 @@ fn optional_gpu_scores_a_small_job_on_the_cpu_and_says_so() {
         let mut outs = Vec::new();
         for gpu in ["", "--use-gpu=no"] {
             let out = path(&d, &format!("{cmd}{gpu}.ark"));
-            let mut args = vec![cmd, "--threads=1"];
+            // The default leaves the thread count open: a job this small
+            // gets one thread (engine::choice::threads_for).
+            let mut args = vec![cmd];
             if !gpu.is_empty() {
-                args.push(gpu);
+                args.extend(["--threads=1", gpu]);
             }
             args.extend(model);
             let wspec = format!("ark:{out}");
@@ -802,6 +804,9 @@ fn optional_gpu_scores_a_small_job_on_the_cpu_and_says_so() {
                 .filter(|l| l.contains("--use-gpu=optional: about"))
                 .count();
             assert_eq!(choice, usize::from(gpu.is_empty()), "{cmd} {gpu}: {err}");
+            if gpu.is_empty() {
+                assert!(err.contains("on the CPU (1 thread)"), "{cmd}: {err}");
+            }
             assert!(!err.contains("The active GPU"), "{cmd} {gpu}: {err}");
             outs.push(common::read(&out));
         }

@@ -1189,11 +1189,21 @@ fn train_mono_loop_with_alignment_through_shims() {
         let mix = format!("--mix-up={}", 80 + 30 * it);
         let (code, err) = run_exe(
             &bin.join("gmm-est"),
-            &["--min-gaussian-occupancy=3", &mix, "--power=0.25", &mdl, &acc, &next],
+            &[
+                "--min-gaussian-occupancy=3",
+                &mix,
+                "--power=0.25",
+                &mdl,
+                &acc,
+                &next,
+            ],
         );
         assert_eq!(code, 0, "{err}");
         mdl = next;
-        let boosted = format!("{} --boost=1.0 1:2:3:4:5 {mdl} - |", bin.join("gmm-boost-silence").display());
+        let boosted = format!(
+            "{} --boost=1.0 1:2:3:4:5 {mdl} - |",
+            bin.join("gmm-boost-silence").display()
+        );
         let new_ali = path(&d, &format!("{}.ali", it + 1));
         let (code, err) = run_exe(
             &bin.join("gmm-align-compiled"),

@@ -138,7 +138,11 @@ impl TokenList {
                 let t = self.buckets[self.bucket_tail as usize].last;
                 self.elems[t as usize].tail = id;
             }
-            self.elems.push(Elem { key, tok, tail: NONE });
+            self.elems.push(Elem {
+                key,
+                tok,
+                tail: NONE,
+            });
             self.buckets[index] = Bucket {
                 last: id,
                 prev_bucket: self.bucket_tail,

@@ -80,7 +80,10 @@ impl GlibcRand {
 pub enum EqualAlignError {
     EmptyGraph,
     /// Every drawn path had more input labels than frames.
-    TooFewFrames { lengths: Vec<i32>, frames: usize },
+    TooFewFrames {
+        lengths: Vec<i32>,
+        frames: usize,
+    },
     NoSelfLoops,
     /// The walk did not end (a state that cannot reach a final state).
     NotCoaccessible,
@@ -120,7 +123,11 @@ fn self_loop(fst: &StdVectorFst, s: usize) -> Option<usize> {
 /// Kaldi `EqualAlign(ifst, length, rand_seed, &path, 10)` followed by
 /// `GetLinearSymbolSequence`: the transition-ids of an alignment of `frames`
 /// frames.
-pub fn equal_align(fst: &StdVectorFst, frames: usize, seed: i32) -> Result<Vec<i32>, EqualAlignError> {
+pub fn equal_align(
+    fst: &StdVectorFst,
+    frames: usize,
+    seed: i32,
+) -> Result<Vec<i32>, EqualAlignError> {
     const NUM_RETRIES: usize = 10;
     if fst.start < 0 || fst.states.is_empty() {
         return Err(EqualAlignError::EmptyGraph);
@@ -176,7 +183,11 @@ pub fn equal_align(fst: &StdVectorFst, frames: usize, seed: i32) -> Result<Vec<i
         return Err(EqualAlignError::NoSelfLoops);
     }
     let num_extra = frames as i64 - num_ilabels;
-    let min_loops = if num_extra != 0 { num_extra / num_self_loops } else { 0 };
+    let min_loops = if num_extra != 0 {
+        num_extra / num_self_loops
+    } else {
+        0
+    };
     let one_more = num_extra - min_loops * num_self_loops;
     let mut ali = Vec::with_capacity(frames);
     let mut counter = 0i64;

@@ -11,7 +11,11 @@ use amtool_formats::kaldi::transition::TransitionModel;
 /// Per transition-id, the cost Kaldi adds to an arc labelled with it:
 /// `−GetScaledTransitionLogProb(tid, transition_scale, self_loop_scale)`,
 /// in float as Kaldi computes it (entry 0 unused).
-pub fn transition_costs(tm: &TransitionModel, transition_scale: f32, self_loop_scale: f32) -> Vec<f32> {
+pub fn transition_costs(
+    tm: &TransitionModel,
+    transition_scale: f32,
+    self_loop_scale: f32,
+) -> Vec<f32> {
     let lp = tm.log_probs();
     let n = tm.num_transition_ids();
     // TransitionModel::ComputeDerivedOfProbs: log(1 − P(self-loop)) per

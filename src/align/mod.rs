@@ -64,10 +64,7 @@ impl AcousticCosts for ScaledLoglikes<'_> {
 #[derive(Debug, Clone)]
 pub enum AlignOutcome {
     /// Aligned (possibly after a retry).
-    Done {
-        path: BestPath,
-        retried: bool,
-    },
+    Done { path: BestPath, retried: bool },
     /// No final state reached, even with the retry beam (if any).
     Failed { retried: bool },
 }

@@ -141,7 +141,11 @@ fn align(args: &AlignArgs) -> Result<i32, String> {
         beam_delta: args.beam_delta,
         hash_ratio: args.hash_ratio,
     };
-    if opts.hash_ratio < 1.0 || opts.max_active <= 1 || opts.min_active < 0 || opts.min_active >= opts.max_active {
+    if opts.hash_ratio < 1.0
+        || opts.max_active <= 1
+        || opts.min_active < 0
+        || opts.min_active >= opts.max_active
+    {
         return Err(format!(
             "bad decoder options: --hash-ratio {} (≥ 1), --max-active {} (> 1), --min-active {} (0 ≤ n < max-active)",
             opts.hash_ratio, opts.max_active, opts.min_active
@@ -202,10 +206,26 @@ fn align(args: &AlignArgs) -> Result<i32, String> {
                 continue;
             };
             batch_frames += m.rows();
-            batch.push(Pending { key, graph, feats: m });
+            batch.push(Pending {
+                key,
+                graph,
+                feats: m,
+            });
         }
-        if !batch.is_empty() && (end || batch_frames >= BATCH_FRAMES || batch_frames * np >= BATCH_VALUES) {
-            align_batch(&mut batch, loaded.as_mut(), &model, trans.id2pdf(), args, &config, opts, &mut out, &mut tot)?;
+        if !batch.is_empty()
+            && (end || batch_frames >= BATCH_FRAMES || batch_frames * np >= BATCH_VALUES)
+        {
+            align_batch(
+                &mut batch,
+                loaded.as_mut(),
+                &model,
+                trans.id2pdf(),
+                args,
+                &config,
+                opts,
+                &mut out,
+                &mut tot,
+            )?;
             batch_frames = 0;
         }
         if end {
@@ -224,7 +244,11 @@ fn align(args: &AlignArgs) -> Result<i32, String> {
         fmt_g(tot.like / tot.frames as f64),
         tot.frames
     );
-    kaldi_log!("Retried {} out of {} utterances.", tot.retried, tot.done + tot.err);
+    kaldi_log!(
+        "Retried {} out of {} utterances.",
+        tot.retried,
+        tot.done + tot.err
+    );
     kaldi_log!("Done {}, errors on {}", tot.done, tot.err);
     Ok(if tot.done != 0 { 0 } else { 1 })
 }
@@ -268,11 +292,17 @@ fn align_batch(
         };
         if retried {
             tot.retried += 1;
-            kaldi_warn!("Retrying utterance {key} with beam {}", fmt_g(config.retry_beam as f64));
+            kaldi_warn!(
+                "Retrying utterance {key} with beam {}",
+                fmt_g(config.retry_beam as f64)
+            );
         }
         let path = match outcome {
             AlignOutcome::Failed { .. } => {
-                kaldi_warn!("Did not successfully decode file {key}, len = {}", p.feats.rows());
+                kaldi_warn!(
+                    "Did not successfully decode file {key}, len = {}",
+                    p.feats.rows()
+                );
                 tot.err += 1;
                 continue;
             }
@@ -283,13 +313,19 @@ fn align_batch(
         tot.done += 1;
         tot.like += like as f64;
         tot.frames += p.feats.rows() as i64;
-        out.ali.write(key, &Int32Vector(path.alignment())).map_err(|e| e.to_string())?;
+        out.ali
+            .write(key, &Int32Vector(path.alignment()))
+            .map_err(|e| e.to_string())?;
         if let Some(w) = out.scores.as_mut() {
             w.write(key, &Basic(-(g + a))).map_err(|e| e.to_string())?;
         }
         if let Some(w) = out.per_frame.as_mut() {
             let scale = -1.0 / args.acoustic_scale;
-            let v: Vec<f32> = path.per_frame_acoustic_costs().iter().map(|c| c * scale).collect();
+            let v: Vec<f32> = path
+                .per_frame_acoustic_costs()
+                .iter()
+                .map(|c| c * scale)
+                .collect();
             w.write(key, &Vector::new(v)).map_err(|e| e.to_string())?;
         }
     }

@@ -47,7 +47,8 @@ fn align_equal(args: &AlignEqualArgs) -> Result<i32, String> {
         SequentialTableReader::<StdVectorFst>::open(&args.graphs).map_err(|e| e.to_string())?;
     let mut feats =
         RandomAccessTableReader::<Matrix<f32>>::open(&args.features).map_err(|e| e.to_string())?;
-    let mut writer = TableWriter::<Int32Vector>::open(&args.alignments).map_err(|e| e.to_string())?;
+    let mut writer =
+        TableWriter::<Int32Vector>::open(&args.alignments).map_err(|e| e.to_string())?;
     let (mut done, mut no_feat, mut error) = (0usize, 0usize, 0usize);
     while let Some((key, fst)) = graphs.next_entry().map_err(|e| e.to_string())? {
         let Some(m) = feats.get(&key).map_err(|e| e.to_string())? else {
@@ -63,7 +64,9 @@ fn align_equal(args: &AlignEqualArgs) -> Result<i32, String> {
         }
         match equal_align(&fst, frames, key_seed(&key)) {
             Ok(ali) => {
-                writer.write(&key, &Int32Vector(ali)).map_err(|e| e.to_string())?;
+                writer
+                    .write(&key, &Int32Vector(ali))
+                    .map_err(|e| e.to_string())?;
                 done += 1;
             }
             Err(EqualAlignError::EmptyGraph) => {

@@ -48,7 +48,11 @@ pub fn run(args: BoostSilenceArgs) -> i32 {
 fn parse_phones(s: &str) -> Result<Vec<i32>, String> {
     let mut v = s
         .split(':')
-        .map(|f| f.trim().parse::<i32>().map_err(|_| format!("invalid silence-phones list '{s}': '{f}' is not an integer")))
+        .map(|f| {
+            f.trim()
+                .parse::<i32>()
+                .map_err(|_| format!("invalid silence-phones list '{s}': '{f}' is not an integer"))
+        })
         .collect::<Result<Vec<_>, _>>()?;
     v.sort_unstable();
     if v.windows(2).any(|w| w[0] == w[1]) {
@@ -66,15 +70,23 @@ fn boost(args: &BoostSilenceArgs) -> Result<(), String> {
     };
     let input = read_object_file(&args.model_in)?;
     if input.kind != ObjectKind::Model {
-        return Err(input.kind.mismatch_error(&input.name, "a GMM model (TransitionModel + AmDiagGmm)").to_string());
+        return Err(input
+            .kind
+            .mismatch_error(&input.name, "a GMM model (TransitionModel + AmDiagGmm)")
+            .to_string());
     }
-    let mut model = KaldiModel::from_bytes(&input.data).map_err(|e| e.in_file(&input.name).to_string())?;
+    let mut model =
+        KaldiModel::from_bytes(&input.data).map_err(|e| e.in_file(&input.name).to_string())?;
     let (pdfs, exclusive) = pdfs_for_phones(&model.trans, &phones);
     if !exclusive {
         kaldi_warn!("The pdfs for the silence phones may be shared by other phones (note: this probably does not matter.)");
     }
     boost_pdfs(&mut model, &pdfs, args.boost)?;
-    kaldi_log!("Boosted weights for {} pdfs, by factor of {}", pdfs.len(), fmt_g(args.boost as f64));
+    kaldi_log!(
+        "Boosted weights for {} pdfs, by factor of {}",
+        pdfs.len(),
+        fmt_g(args.boost as f64)
+    );
     write_object_file(&args.model_out, &object_to_bytes(&model, args.binary))?;
     kaldi_log!("Wrote model to {}", args.model_out);
     Ok(())

@@ -8,8 +8,8 @@
 pub mod acc_stats;
 pub mod align;
 pub mod align_equal;
-pub mod boost_silence;
 pub mod bench;
+pub mod boost_silence;
 pub mod copy;
 pub mod copy_options;
 pub mod copy_to_htk;

@@ -86,6 +86,19 @@ pub fn choose(job: &JobSize, threads: usize, costs: &EngineCosts) -> Estimate {
     }
 }
 
+/// Arithmetic a CPU thread should have before another is worth starting.
+pub const MIN_THREAD_SECONDS: f64 = 0.02;
+
+/// Threads worth starting for `job` on the CPU when the count was left open
+/// (`--threads=0`): enough that each has at least [`MIN_THREAD_SECONDS`] of
+/// arithmetic, at most `available`. A recipe runs its small jobs side by
+/// side (`--nj` at once), so threads beyond that only contend.
+pub fn threads_for(job: &JobSize, available: usize, costs: &EngineCosts) -> usize {
+    let one = job.work() / costs.cpu_rate_per_thread;
+    let wanted = (one / MIN_THREAD_SECONDS).ceil();
+    (wanted.max(1.0) as usize).min(available.max(1))
+}
+
 /// The one log line of a CPU choice.
 pub fn cpu_choice_line(job: &JobSize, threads: usize, est: &Estimate) -> String {
     let s = if threads == 1 { "" } else { "s" };
@@ -117,6 +130,21 @@ mod tests {
             assert_eq!(e.choice, Choice::Cpu, "{threads} threads: {e:?}");
             assert!(e.cpu_s < e.gpu_s);
         }
+    }
+
+    #[test]
+    fn a_small_job_left_to_choose_takes_few_threads() {
+        // The monophone job: 77,000 × 15.9 Gaussians × 79 = 9.7e7 units,
+        // ~19 ms on one thread.
+        let j = job(77_000, 1000.0 / 63.0, 39);
+        assert_eq!(threads_for(&j, 16, &MEASURED), 1);
+        // Three times the frames: ~58 ms, three threads' worth.
+        let j = job(231_000, 1000.0 / 63.0, 39);
+        assert_eq!(threads_for(&j, 16, &MEASURED), 3);
+        // A UBM E-step: every thread there is.
+        let j = job(3_125_506, 2048.0, 40);
+        assert_eq!(threads_for(&j, 16, &MEASURED), 16);
+        assert_eq!(threads_for(&j, 0, &MEASURED), 1);
     }
 
     #[test]

@@ -194,14 +194,19 @@ pub fn select_for(
     job: Option<&choice::JobSize>,
 ) -> Result<Box<dyn Engine>> {
     if let (UseGpu::Optional, Some(job)) = (use_gpu, job) {
-        let cpu = cpu::CpuEngine::new(threads)?;
-        let est = choice::choose(job, cpu.threads(), &choice::MEASURED);
+        let available = match threads {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        };
+        let est = choice::choose(job, available, &choice::MEASURED);
         if est.choice == choice::Choice::Cpu {
-            eprintln!(
-                "LOG (amtool) {}",
-                choice::cpu_choice_line(job, cpu.threads(), &est)
-            );
-            return Ok(Box::new(cpu));
+            let n = match threads {
+                0 => choice::threads_for(job, available, &choice::MEASURED),
+                n => n,
+            };
+            let est = choice::choose(job, n, &choice::MEASURED);
+            eprintln!("LOG (amtool) {}", choice::cpu_choice_line(job, n, &est));
+            return Ok(Box::new(cpu::CpuEngine::new(n)?));
         }
     }
     select(use_gpu, threads)

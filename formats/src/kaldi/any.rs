@@ -31,10 +31,10 @@
 use std::io::{self, Write};
 
 use super::compressed::CompressedMatrix;
+use super::fst::{detect_std_fst, StdVectorFst};
 use super::gmm::{AmDiagGmm, DiagGmm, FullGmm};
 use super::holder::{Basic, Holder, Int32PairVector, Int32Vector, Int32VectorVector, Posterior};
 use super::io::{is_space, Reader};
-use super::fst::{detect_std_fst, StdVectorFst};
 use super::lattice::{detect_lattice, CompactLattice, Lattice, LatticeKind};
 use super::matrix::{Matrix, PackedMatrix, Vector};
 use crate::error::Result;

@@ -20,9 +20,9 @@ use std::io::{self, Write};
 use super::holder::Holder;
 use super::io::Reader;
 use super::lattice::text::{fields, grow, int};
+pub use super::lattice::TropicalWeight;
 use super::lattice::{holder_form, read_states, write_fst, Arc, Form, Fst, FstHeader, FstWeight};
 use crate::error::Result;
-pub use super::lattice::TropicalWeight;
 
 /// OpenFst `VectorFst<StdArc>`.
 pub type StdVectorFst = Fst<TropicalWeight>;
@@ -216,10 +216,16 @@ mod tests {
         for (a, b) in back.states.iter().zip(&f.states) {
             assert_eq!(a.arcs.len(), b.arcs.len());
             for (x, y) in a.arcs.iter().zip(&b.arcs) {
-                assert_eq!((x.ilabel, x.olabel, x.nextstate), (y.ilabel, y.olabel, y.nextstate));
+                assert_eq!(
+                    (x.ilabel, x.olabel, x.nextstate),
+                    (y.ilabel, y.olabel, y.nextstate)
+                );
                 assert!((x.weight.0 - y.weight.0).abs() <= 1e-6 * y.weight.0.abs().max(1.0));
             }
-            assert_eq!(a.final_weight == TropicalWeight::zero(), b.final_weight == TropicalWeight::zero());
+            assert_eq!(
+                a.final_weight == TropicalWeight::zero(),
+                b.final_weight == TropicalWeight::zero()
+            );
         }
         assert!(r.remaining().is_empty());
         assert!(detect_std_fst(&text));
@@ -238,7 +244,11 @@ mod tests {
         let e = StdVectorFst::read_holder(&mut Reader::new(&b, true)).unwrap_err();
         assert!(e.to_string().contains("arc type 'standarX'"), "{e}");
         let e = StdVectorFst::read_holder(&mut Reader::new(b"\n0\t1\t2\n\n", false)).unwrap_err();
-        assert!(e.to_string().contains("bad line in FST text format: '0\t1\t2'"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("bad line in FST text format: '0\t1\t2'"),
+            "{e}"
+        );
         let e = StdVectorFst::read_holder(&mut Reader::new(b"\n0\t1\t2\t3\n", false)).unwrap_err();
         assert!(e.to_string().contains("no empty line"), "{e}");
     }

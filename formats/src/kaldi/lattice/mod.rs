@@ -453,7 +453,11 @@ impl FstHeader {
     }
 }
 
-pub(crate) fn read_states<W: FstWeight>(r: &mut Reader<'_>, hdr: &FstHeader, double: bool) -> Result<Fst<W>> {
+pub(crate) fn read_states<W: FstWeight>(
+    r: &mut Reader<'_>,
+    hdr: &FstHeader,
+    double: bool,
+) -> Result<Fst<W>> {
     let ns = hdr.num_states;
     // Each state takes at least its final weight and an arc count.
     let state_bytes = (W::MIN_BYTES + 8) as u128;
@@ -478,7 +482,8 @@ pub(crate) fn read_states<W: FstWeight>(r: &mut Reader<'_>, hdr: &FstHeader, dou
         let at = r.pos();
         let narcs = read_i64(r)?;
         // An arc takes at least its labels, weight and next state.
-        if narcs < 0 || (narcs as u128) * (W::MIN_BYTES + 12) as u128 > r.remaining().len() as u128 {
+        if narcs < 0 || (narcs as u128) * (W::MIN_BYTES + 12) as u128 > r.remaining().len() as u128
+        {
             return Err(r.error_at(
                 at,
                 format!(
