@@ -1288,32 +1288,7 @@ impl CudaModel<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::StateGmm;
-
-    /// A model with `counts[s]` Gaussians in state `s`, values from a seeded LCG.
-    fn model_with(counts: &[usize], dim: usize, kind: CovKind, seed: u64) -> AcousticModel {
-        let mut r = seed.wrapping_mul(6364136223846793005) | 1;
-        let mut next = move || {
-            r = r
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((r >> 40) as f32 / (1u64 << 24) as f32) - 0.5
-        };
-        let v = match kind {
-            CovKind::Diagonal => dim,
-            CovKind::Full => dim * (dim + 1) / 2,
-        };
-        let states = counts
-            .iter()
-            .map(|&m| StateGmm {
-                gconsts: (0..m).map(|_| next() * 10.0 - 20.0).collect(),
-                weights: vec![1.0 / m.max(1) as f32; m],
-                means_invvars: (0..m * dim).map(|_| next()).collect(),
-                inv_vars: (0..m * v).map(|_| next().abs() + 0.5).collect(),
-            })
-            .collect();
-        AcousticModel { dim, kind, states }
-    }
+    use crate::bench::random::{self, Rng};
 
     /// The arrays the block-scoring kernels get are the layout's, in blocks
     /// of the size the kernels are compiled for: every real Gaussian's weight
@@ -1324,7 +1299,7 @@ mod tests {
     fn block_arrays_are_the_layouts_in_the_kernels_block_size() {
         for (kind, dim) in [(CovKind::Diagonal, 3), (CovKind::Full, 2)] {
             let counts: Vec<usize> = (0..150).map(|s| (s * 7) % 11).collect();
-            let model = model_with(&counts, dim, kind, dim as u64);
+            let model = random::model(&mut Rng::new(dim as u64), &counts, dim, kind);
             let shape = KernelShape::for_model(dim, kind);
             assert!(shape
                 .prelude()
