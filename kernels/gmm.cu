@@ -6,6 +6,8 @@
 //   KZ    length of the expanded feature z(x) (see below), constant 1 included
 //   FULL  0: diagonal covariances, 1: full covariances
 //   TF    frames (or (frame, state) entries) per tile; NT = 4*TF threads
+//   LANES states per block of the padded layout (src/layout.rs builds the
+//         blocks; the host asks it for blocks of this size)
 //   GB    Gaussians per tile in the per-state kernels (64 diagonal, 16 full)
 //   KCH   rows of z held in shared memory at once (KZ when it fits; long
 //         full-covariance z are walked in NCH = ceil(KZ/KCH) chunks)
@@ -26,7 +28,9 @@
 // Determinism: no atomics. Every sum runs in a fixed order; partial
 // statistics go to per-work-item slots and are reduced in item order in f64.
 
-#define LANES 64                 // states per block of the padded layout
+#if LANES != 64                  // 16 threads x 4 states a row; 8 x 8 mma columns
+#error "the block-scoring kernels are written for 64-state blocks"
+#endif
 #define ZS (TF + 4)              // row stride of the k-major z tile (float4 aligned)
 #define TGG (GB / 16)            // Gaussians per thread in the log-likelihood tile
 #define SGW ((GB >= 64) ? 8 : 4) // Gaussians per thread in the statistics tile

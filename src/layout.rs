@@ -1,31 +1,38 @@
 //! States sorted by Gaussian count and packed into padded blocks of states
 //! (64 by default, after Vaněk et al.): virtual Gaussians carry log-weight −∞,
 //! an offset vector locates each block, and a map leads back to the original
-//! state order.
+//! state order. This is the one place that decides how states are sorted,
+//! grouped and padded; the CUDA engine uploads what it builds.
 //!
 //! This is the memory layout of the papers' GPU kernels (Vaněk et al. 2012,
 //! Fig. 2): one thread per state, a block of `B` threads walks the Gaussians of
 //! its `B` states in lock step, so every state of a block must have the same
 //! number of Gaussian slots. States are stable-sorted by Gaussian count
 //! (descending, so the biggest blocks come first), cut into blocks of `B`, and
-//! each block is padded to its largest count with virtual Gaussians
-//! (`gconst = −∞`, all other parameters 0) and, in the last block, virtual
-//! states. The padded arrays ([`PaddedParams`]) put the `B` states' values of
-//! one (Gaussian slot, parameter index) next to each other, so a warp reading
-//! one parameter for its states reads consecutive addresses (coalesced):
+//! each block is padded to its largest count with virtual Gaussians and, in
+//! the last block, virtual states. An engine gives each Gaussian a row of
+//! parameters (the CUDA engine: its weight vector w, gconst last) and a row
+//! for the virtual ones (gconst −∞, the rest 0: log-likelihood −∞ for every
+//! frame, nothing added to a log-sum-exp); [`StateBlockLayout::pack_rows`]
+//! puts the `B` states' values of one (Gaussian slot, row index) next to each
+//! other, so a warp reading one parameter for its states reads consecutive
+//! addresses (coalesced):
 //!
 //! ```text
-//! gconsts[(slot)·B + s]
-//! means_invvars[((slot)·D + d)·B + s]
-//! inv_vars[((slot)·V + k)·B + s]        V = D (diagonal) or D(D+1)/2 (full, Kaldi's packed lower triangle)
+//! packed[(slot·K + k)·B + s]      K = the row's length
 //! slot = block_offsets[block] + g,      s = state within the block
 //! ```
 //!
-//! Nothing here computes; engines upload or walk these arrays. The CPU engine
-//! does not pad (padding only costs on a CPU) but uses the same
-//! [`StateBlockLayout`] type with `B = 1` where it needs one.
+//! The block size is a parameter: the CUDA engine asks for the size its
+//! kernels are compiled for (`KernelShape::block_states`), `amtool bench`
+//! reports the padding of every candidate and [`choose_block_states`]'s pick.
+//! The CPU engine has no state blocks: it scores each state's Gaussians in
+//! its own panels (`engine::cpu::PackedModel`), where sorting and padding
+//! states would only cost.
 
-use crate::model::{AcousticModel, CovKind};
+use rayon::prelude::*;
+
+use crate::model::AcousticModel;
 
 /// The papers' block size: 64 states (threads) per block was best on most GPUs.
 pub const DEFAULT_BLOCK_STATES: usize = 64;
@@ -145,59 +152,61 @@ impl StateBlockLayout {
         }
     }
 
-    /// Pack the model's parameters into the padded block arrays.
-    pub fn pack(&self, model: &AcousticModel) -> PaddedParams {
-        assert_eq!(
-            model.num_states(),
-            self.num_states(),
-            "layout made for another model"
-        );
-        let b = self.block_states;
-        let d = model.dim;
-        let v = model.inv_var_len();
-        let slots = self.total_slots();
-        let mut gconsts = vec![f32::NEG_INFINITY; slots * b];
-        let mut means_invvars = vec![0f32; slots * d * b];
-        let mut inv_vars = vec![0f32; slots * v * b];
-        for (p, &orig) in self.sorted_to_original.iter().enumerate() {
-            let state = &model.states[orig as usize];
-            let (blk, lane) = (p / b, p % b);
-            let base = self.block_offsets[blk];
-            for g in 0..state.num_components() {
-                let slot = base + g;
-                gconsts[slot * b + lane] = state.gconsts[g];
-                for k in 0..d {
-                    means_invvars[(slot * d + k) * b + lane] = state.means_invvars[g * d + k];
-                }
-                for k in 0..v {
-                    inv_vars[(slot * v + k) * b + lane] = state.inv_vars[g * v + k];
+    /// Slots of the largest block.
+    pub fn max_block_gaussians(&self) -> usize {
+        self.block_gaussians.iter().copied().max().unwrap_or(0) as usize
+    }
+
+    /// Per lane of every block, the original state it holds, or −1 for the
+    /// virtual states that fill the last block (where a lane's result goes).
+    pub fn lane_states(&self) -> Vec<i32> {
+        let mut lanes = vec![-1i32; self.padded_states()];
+        for (lane, &s) in lanes.iter_mut().zip(&self.sorted_to_original) {
+            *lane = s as i32;
+        }
+        lanes
+    }
+
+    /// The padded block array of one row of `pad.len()` values per Gaussian,
+    /// in the order `[slot][k][lane]` (see the module docs): `row(state, g,
+    /// out)` writes the row of Gaussian `g` of (original) `state`; every
+    /// virtual slot, padding Gaussians and virtual states alike, holds `pad`.
+    /// Blocks are filled in parallel (each is one range of the array).
+    pub fn pack_rows<F>(&self, pad: &[f32], row: F) -> Vec<f32>
+    where
+        F: Fn(usize, usize, &mut [f32]) + Sync,
+    {
+        assert!(!pad.is_empty(), "a Gaussian's row has at least one value");
+        let (b, width) = (self.block_states, pad.len());
+        let mut packed = vec![0f32; self.padded_gaussians() * width];
+        let mut parts = Vec::with_capacity(self.num_blocks());
+        let mut rest = packed.as_mut_slice();
+        for &g in &self.block_gaussians {
+            let (part, tail) = rest.split_at_mut(g as usize * width * b);
+            parts.push(part);
+            rest = tail;
+        }
+        parts.into_par_iter().enumerate().for_each(|(blk, block)| {
+            for slot in block.chunks_mut(width * b) {
+                for (k, &v) in pad.iter().enumerate() {
+                    slot[k * b..(k + 1) * b].fill(v);
                 }
             }
-        }
-        PaddedParams {
-            kind: model.kind,
-            dim: d,
-            block_states: b,
-            gconsts,
-            means_invvars,
-            inv_vars,
-        }
+            let mut r = vec![0f32; width];
+            let first = blk * b;
+            let last = (first + b).min(self.num_states());
+            for (lane, p) in (first..last).enumerate() {
+                let state = self.sorted_to_original[p] as usize;
+                for g in 0..self.sorted_counts[p] as usize {
+                    row(state, g, &mut r);
+                    for (k, &v) in r.iter().enumerate() {
+                        block[(g * width + k) * b + lane] = v;
+                    }
+                }
+            }
+        });
+        packed
     }
-}
-
-/// A model's parameters in the padded block order (see the module docs).
-/// Virtual Gaussians: `gconst = −∞`, means_invvars and inv_vars 0, so their
-/// log-likelihood is −∞ for every frame and they add nothing to a log-sum-exp.
-/// (A virtual *state* has only virtual Gaussians; its log-sum-exp is −∞ or NaN
-/// depending on how a kernel handles −∞ − (−∞); its output is never read.)
-#[derive(Debug, Clone, PartialEq)]
-pub struct PaddedParams {
-    pub kind: CovKind,
-    pub dim: usize,
-    pub block_states: usize,
-    pub gconsts: Vec<f32>,
-    pub means_invvars: Vec<f32>,
-    pub inv_vars: Vec<f32>,
 }
 
 /// Pick a block size for a model with these per-state Gaussian counts, among
@@ -229,7 +238,7 @@ pub fn choose_block_states(counts: &[usize]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::StateGmm;
+    use crate::model::{CovKind, StateGmm};
     use proptest::prelude::*;
 
     fn model_from(counts: &[usize], dim: usize, kind: CovKind, seed: u64) -> AcousticModel {
@@ -275,19 +284,34 @@ mod tests {
         lse(&lls)
     }
 
-    /// f64 log-likelihood of state `s` from the padded arrays, walking all the
-    /// slots of its block as a GPU thread would.
-    fn state_ll_padded(l: &StateBlockLayout, p: &PaddedParams, s: usize, x: &[f32]) -> f64 {
-        let (b, d) = (l.block_states, p.dim);
+    /// A diagonal Gaussian's row: `[means_invvars, inv_vars, gconst]`.
+    fn diag_row(m: &AcousticModel, s: usize, g: usize, out: &mut [f32]) {
+        let (d, st) = (m.dim, &m.states[s]);
+        out[..d].copy_from_slice(&st.means_invvars[g * d..(g + 1) * d]);
+        out[d..2 * d].copy_from_slice(&st.inv_vars[g * d..(g + 1) * d]);
+        out[2 * d] = st.gconsts[g];
+    }
+
+    /// The row of a virtual Gaussian: gconst −∞, the rest 0.
+    fn virtual_row(width: usize) -> Vec<f32> {
+        let mut pad = vec![0f32; width];
+        pad[width - 1] = f32::NEG_INFINITY;
+        pad
+    }
+
+    /// f64 log-likelihood of state `s` from the packed diagonal rows, walking
+    /// all the slots of its block as a GPU thread would.
+    fn state_ll_padded(l: &StateBlockLayout, packed: &[f32], d: usize, s: usize, x: &[f32]) -> f64 {
+        let (b, w) = (l.block_states, 2 * d + 1);
         let pos = l.original_to_sorted[s] as usize;
         let (blk, lane) = (pos / b, pos % b);
+        let at = |slot: usize, k: usize| packed[(slot * w + k) * b + lane] as f64;
         let lls: Vec<f64> = (l.block_offsets[blk]..l.block_offsets[blk + 1])
             .map(|slot| {
-                let mut ll = p.gconsts[slot * b + lane] as f64;
+                let mut ll = at(slot, 2 * d);
                 for k in 0..d {
                     let xd = x[k] as f64;
-                    ll += xd * p.means_invvars[(slot * d + k) * b + lane] as f64
-                        - 0.5 * xd * xd * p.inv_vars[(slot * d + k) * b + lane] as f64;
+                    ll += xd * at(slot, k) - 0.5 * xd * xd * at(slot, d + k);
                 }
                 ll
             })
@@ -325,12 +349,18 @@ mod tests {
     fn virtual_gaussians_are_minus_infinity_and_zero() {
         let m = model_from(&[3, 1], 2, CovKind::Diagonal, 7);
         let l = StateBlockLayout::for_model(&m, 4);
-        let p = l.pack(&m);
-        // Block 0 has 3 slots × 4 lanes; lane 1 (state 1) has only slot 0 real.
-        assert_eq!(p.gconsts.len(), 12);
-        assert!(p.gconsts[4 + 1] == f32::NEG_INFINITY && p.gconsts[8 + 1] == f32::NEG_INFINITY);
-        assert_eq!(p.means_invvars[(1 * 2) * 4 + 1], 0.0);
-        assert!(p.gconsts[2..4].iter().all(|&g| g == f32::NEG_INFINITY));
+        let p = l.pack_rows(&virtual_row(5), |s, g, out| diag_row(&m, s, g, out));
+        // Block 0 has 3 slots × 5 values × 4 lanes; lane 1 (state 1) has only slot 0 real.
+        assert_eq!(p.len(), 3 * 5 * 4);
+        let gconst = |slot: usize, lane: usize| p[(slot * 5 + 4) * 4 + lane];
+        assert_eq!(gconst(0, 1), m.states[1].gconsts[0]);
+        assert!(gconst(1, 1) == f32::NEG_INFINITY && gconst(2, 1) == f32::NEG_INFINITY);
+        assert_eq!(p[(1 * 5) * 4 + 1], 0.0);
+        // Lanes 2 and 3 are virtual states.
+        assert!((0..3).all(
+            |slot| gconst(slot, 2) == f32::NEG_INFINITY && gconst(slot, 3) == f32::NEG_INFINITY
+        ));
+        assert_eq!(l.lane_states(), vec![0, 1, -1, -1]);
     }
 
     proptest! {
@@ -368,11 +398,58 @@ mod tests {
         ) {
             let m = model_from(&counts, dim, CovKind::Diagonal, seed);
             let l = StateBlockLayout::for_model(&m, b);
-            let p = l.pack(&m);
+            let p = l.pack_rows(&virtual_row(2 * dim + 1), |s, g, out| diag_row(&m, s, g, out));
             let x: Vec<f32> = (0..dim).map(|k| (k as f32 * 0.37 + seed as f32 * 1e-20).sin()).collect();
             for s in 0..m.num_states() {
                 // Same terms in the same order plus exp(−∞) = 0: bit-identical.
-                prop_assert_eq!(state_ll_model(&m, s, &x), state_ll_padded(&l, &p, s, &x));
+                prop_assert_eq!(state_ll_model(&m, s, &x), state_ll_padded(&l, &p, dim, s, &x));
+            }
+        }
+
+        /// Every real Gaussian lands exactly once, in its state's lane of its
+        /// state's block at its own slot; every other slot is virtual (−∞);
+        /// blocks come biggest first; the lanes name the states back.
+        #[test]
+        fn packed_rows_hold_every_gaussian_once(
+            counts in prop::collection::vec(0usize..30, 0..200),
+            b in 1usize..70,
+        ) {
+            let l = StateBlockLayout::new(&counts, b);
+            // Row of Gaussian g of state s: [s, g, 0 (gconst)], exact in f32.
+            let p = l.pack_rows(&[-1.0, -1.0, f32::NEG_INFINITY], |s, g, out| {
+                out.copy_from_slice(&[s as f32, g as f32, 0.0]);
+            });
+            prop_assert_eq!(p.len(), l.padded_gaussians() * 3);
+            for w in l.block_gaussians.windows(2) {
+                prop_assert!(w[0] >= w[1]);
+            }
+            let lanes = l.lane_states();
+            prop_assert_eq!(lanes.len(), l.padded_states());
+            let mut seen: Vec<Vec<bool>> = counts.iter().map(|&c| vec![false; c]).collect();
+            for blk in 0..l.num_blocks() {
+                for slot in l.block_offsets[blk]..l.block_offsets[blk + 1] {
+                    for lane in 0..b {
+                        let at = |k: usize| p[(slot * 3 + k) * b + lane];
+                        if at(2) == f32::NEG_INFINITY {
+                            prop_assert_eq!((at(0), at(1)), (-1.0, -1.0));
+                            continue;
+                        }
+                        let (s, g) = (at(0) as usize, at(1) as usize);
+                        prop_assert_eq!(lanes[blk * b + lane], s as i32);
+                        prop_assert_eq!(l.original_to_sorted[s] as usize, blk * b + lane);
+                        prop_assert_eq!(g, slot - l.block_offsets[blk]);
+                        prop_assert!(!seen[s][g], "state {} Gaussian {} twice", s, g);
+                        seen[s][g] = true;
+                    }
+                }
+            }
+            prop_assert!(seen.iter().flatten().all(|&x| x), "a Gaussian is missing");
+            for (lane, &s) in lanes.iter().enumerate() {
+                if s >= 0 {
+                    prop_assert_eq!(l.sorted_to_original[lane], s as u32);
+                } else {
+                    prop_assert!(lane >= l.num_states());
+                }
             }
         }
     }

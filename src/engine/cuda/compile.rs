@@ -191,9 +191,19 @@ impl KernelShape {
         4 * self.tf
     }
 
+    /// States per block of the padded layout the block-scoring kernels are
+    /// compiled for (`LANES`, which [`Self::prelude`] defines): the layout's
+    /// default, the papers' 64, the only size the kernels are written for
+    /// (16 threads × 4 states a row; the mma fragments cover 8 × 8 columns).
+    /// The engine asks [`StateBlockLayout`](crate::layout::StateBlockLayout)
+    /// for blocks of this size.
+    pub fn block_states(&self) -> usize {
+        crate::layout::DEFAULT_BLOCK_STATES
+    }
+
     /// Dynamic shared memory of `block_score`, `component_ll` and `entry_loglike`.
     pub fn smem_score(&self) -> usize {
-        (self.kch * (self.tf + 4) + 2 * self.kw * 64) * 4
+        (self.kch * (self.tf + 4) + 2 * self.kw * self.block_states()) * 4
     }
 
     /// Dynamic shared memory of `accum_stats`.
@@ -206,12 +216,13 @@ impl KernelShape {
     /// of the source.
     pub fn prelude(&self) -> String {
         let mut s = format!(
-            "#define D {}\n#define KZ {}\n#define FULL {}\n#define TF {}\n#define NT {}\n#define GB {}\n#define KCH {}\n#define KW {}\n#define WRES {}\n#define TCW {}\n#define KS {}\n#define KC {}\n",
+            "#define D {}\n#define KZ {}\n#define FULL {}\n#define TF {}\n#define NT {}\n#define LANES {}\n#define GB {}\n#define KCH {}\n#define KW {}\n#define WRES {}\n#define TCW {}\n#define KS {}\n#define KC {}\n",
             self.dim,
             self.kz(),
             u8::from(self.kind == CovKind::Full),
             self.tf,
             self.threads(),
+            self.block_states(),
             self.gb,
             self.kch,
             self.kw,
@@ -403,6 +414,7 @@ mod tests {
         assert!(p.contains("PAIRS[] = {0,256,257,512,513,514,};"), "{p}");
         assert!(p.contains("#define KZ 10\n"));
         assert!(p.contains("#define NT 128\n"));
+        assert!(p.contains("#define LANES 64\n"));
     }
 
     #[test]

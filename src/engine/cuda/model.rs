@@ -1,10 +1,11 @@
 //! A model laid out on the GPU, and the [`LoadedModel`] functions.
 //!
 //! Two device layouts, each built on first use:
-//! - the padded 64-state blocks of Vaněk et al. for `state_loglikes`: states
-//!   sorted by Gaussian count (descending, stable), 64 per block, each block
-//!   padded to its largest count with virtual Gaussians (gconst −∞), weights
-//!   in the papers' Fig. 2 order `[slot][k][lane]`;
+//! - the padded state blocks of Vaněk et al. for `state_loglikes`, as
+//!   [`StateBlockLayout`] sorts, groups and pads them, in blocks of the size
+//!   the kernels are compiled for ([`KernelShape::block_states`], 64): weights
+//!   in the papers' Fig. 2 order `[slot][k][lane]`, virtual Gaussians with
+//!   gconst −∞;
 //! - per state, Gaussians in blocks of `GB` as `[block][k][GB]`, for the
 //!   statistics and per-component log-likelihoods, where the frames of one
 //!   state are scored against that state only.
@@ -24,8 +25,6 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use rayon::prelude::*;
-
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, CudaView, LaunchConfig, PushKernelArg};
 
 use super::compile::KernelShape;
@@ -35,27 +34,59 @@ use super::pinned::PinnedBuf;
 use super::plan::{self, PlanShape};
 use super::{driver_err, CudaEngine, Kernels};
 use crate::engine::{FrameBatch, FrameTargets, HostFrames, LoadedModel};
+use crate::layout::StateBlockLayout;
 use crate::model::{AcousticModel, CovKind};
 use crate::stats::ModelAccumulators;
 use crate::{Error, Result};
 
-/// States per block of the padded layout (the kernels' LANES).
-pub const BLOCK_STATES: usize = 64;
 /// Frames per streamed chunk (a multiple of every tile and item size).
 pub const CHUNK_FRAMES: usize = 1 << 20;
 /// Entries per statistics work item.
 pub const ITEM_ENTRIES: usize = 4096;
 
+/// The padded-block arrays the block-scoring kernels read, built on the
+/// host: the model's [`StateBlockLayout`] in blocks of the kernels' size and
+/// the Gaussians' weight rows packed by it.
+struct BlockHost {
+    layout: StateBlockLayout,
+    /// Weight rows w ([`weights_row`]) in `[slot][k][lane]` order.
+    w: Vec<f32>,
+    /// Per block, its first slot (the kernels' `block_off`).
+    off: Vec<i32>,
+    /// Per block, its slots (`block_slots`).
+    slots: Vec<i32>,
+    /// Per lane of every block, its original state or −1 (`lane_state`).
+    lane_state: Vec<i32>,
+}
+
+impl BlockHost {
+    fn new(model: &AcousticModel, shape: &KernelShape) -> Self {
+        let layout = StateBlockLayout::for_model(model, shape.block_states());
+        // A virtual Gaussian's row: gconst (the last element) −∞, the rest 0.
+        let mut pad = vec![0f32; shape.kz()];
+        pad[shape.kz() - 1] = f32::NEG_INFINITY;
+        let w = layout.pack_rows(&pad, |state, g, row| weights_row(model, state, g, row));
+        let blocks = layout.num_blocks();
+        BlockHost {
+            w,
+            off: layout.block_offsets[..blocks]
+                .iter()
+                .map(|&o| o as i32)
+                .collect(),
+            slots: layout.block_gaussians.iter().map(|&g| g as i32).collect(),
+            lane_state: layout.lane_states(),
+            layout,
+        }
+    }
+}
+
 /// The padded-block layout on the device.
 struct BlockDev {
+    layout: StateBlockLayout,
     w: CudaSlice<f32>,
     off: CudaSlice<i32>,
     slots: CudaSlice<i32>,
     lane_state: CudaSlice<i32>,
-    blocks: usize,
-    /// Slots of the largest block.
-    max_slots: usize,
-    padded_gaussians: usize,
 }
 
 /// The per-state layout on the device.
@@ -255,7 +286,7 @@ impl<'e> CudaModel<'e> {
         out
     }
 
-    /// Real and padded Gaussians of the 64-state block layout (padding overhead
+    /// Real and padded Gaussians of the block layout (padding overhead
     /// = padded / real − 1).
     pub fn block_padding(&mut self) -> Result<(usize, usize)> {
         self.ensure_blocks()?;
@@ -263,76 +294,33 @@ impl<'e> CudaModel<'e> {
             .blk
             .as_ref()
             .ok_or_else(|| Error::Engine("block layout missing".into()))?;
-        Ok((self.total_gaussians, b.padded_gaussians))
+        Ok((self.total_gaussians, b.layout.padded_gaussians()))
     }
 
     fn ensure_blocks(&mut self) -> Result<()> {
         if self.blk.is_some() {
             return Ok(());
         }
+        let host = BlockHost::new(&self.model, &self.k.shape);
         let s = &self.eng.stream;
-        let kz = self.kz;
-        let mut order: Vec<usize> = (0..self.state_ng.len()).collect();
-        order.sort_by(|&a, &b| self.state_ng[b].cmp(&self.state_ng[a]));
-        let blocks = order.len().div_ceil(BLOCK_STATES);
-        let mut off = Vec::with_capacity(blocks);
-        let mut slots = Vec::with_capacity(blocks);
-        let mut total = 0usize;
-        for b in 0..blocks {
-            let g = order[b * BLOCK_STATES..((b + 1) * BLOCK_STATES).min(order.len())]
-                .iter()
-                .map(|&s| self.state_ng[s])
-                .max()
-                .unwrap_or(0);
-            off.push(total as i32);
-            slots.push(g as i32);
-            total += g;
-        }
-        let mut w = vec![0f32; total * kz * BLOCK_STATES];
-        let mut lane_state = vec![-1i32; blocks * BLOCK_STATES];
-        for (p, &state) in order.iter().enumerate() {
-            lane_state[p] = state as i32;
-        }
-        // Block by block in parallel (each block's slots are one range of w).
-        let mut parts = Vec::with_capacity(blocks);
-        let mut rest = w.as_mut_slice();
-        for &g in &slots {
-            let (part, tail) = rest.split_at_mut(g as usize * kz * BLOCK_STATES);
-            parts.push(part);
-            rest = tail;
-        }
-        let (model, state_ng) = (&self.model, &self.state_ng);
-        parts.into_par_iter().enumerate().for_each(|(b, wb)| {
-            // Virtual Gaussians: gconst −∞ (the last element of a slot).
-            for slot in wb.chunks_mut(kz * BLOCK_STATES) {
-                slot[(kz - 1) * BLOCK_STATES..].fill(f32::NEG_INFINITY);
-            }
-            let mut row = vec![0f32; kz];
-            let lanes = &order[b * BLOCK_STATES..((b + 1) * BLOCK_STATES).min(order.len())];
-            for (lane, &state) in lanes.iter().enumerate() {
-                for g in 0..state_ng[state] {
-                    weights_row(model, state, g, &mut row);
-                    for (k, &v) in row.iter().enumerate() {
-                        wb[(g * kz + k) * BLOCK_STATES + lane] = v;
-                    }
-                }
-            }
-        });
         let e = driver_err("uploading the model");
         // The tensor-core kernel reads the same weights in its operand order.
         let w = if self.k.shape.tcw > 0 {
-            to_fragments(&w, kz, self.k.shape.ks())
+            to_fragments(
+                &host.w,
+                self.kz,
+                self.k.shape.ks(),
+                host.layout.block_states,
+            )
         } else {
-            w
+            host.w
         };
         self.blk = Some(BlockDev {
             w: s.clone_htod(&w).map_err(&e)?,
-            off: s.clone_htod(&off).map_err(&e)?,
-            slots: s.clone_htod(&slots).map_err(&e)?,
-            lane_state: s.clone_htod(&lane_state).map_err(&e)?,
-            blocks,
-            max_slots: slots.iter().copied().max().unwrap_or(0) as usize,
-            padded_gaussians: total * BLOCK_STATES,
+            off: s.clone_htod(&host.off).map_err(&e)?,
+            slots: s.clone_htod(&host.slots).map_err(&e)?,
+            lane_state: s.clone_htod(&host.lane_state).map_err(&e)?,
+            layout: host.layout,
         });
         Ok(())
     }
@@ -503,10 +491,11 @@ impl<'e> CudaModel<'e> {
     /// (The K-chunked kernel walks a slot in many stages: one slot a split
     /// is enough there.)
     fn score_splits(&self, n: usize, blk: &BlockDev) -> usize {
-        let tiles = n.div_ceil(self.k.shape.score_tile()) * blk.blocks;
+        let tiles = n.div_ceil(self.k.shape.score_tile()) * blk.layout.num_blocks();
         let want = (4 * self.eng.multiprocessors()).div_ceil(tiles.max(1));
         let min_slots = if self.k.shape.kc > 0 { 1 } else { 16 };
-        want.min(blk.max_slots / min_slots).max(1)
+        want.min(blk.layout.max_block_gaussians() / min_slots)
+            .max(1)
     }
 
     /// Enqueue block scoring for `n` frames on the device; `out` gets n × S.
@@ -525,7 +514,7 @@ impl<'e> CudaModel<'e> {
         let stream = &self.eng.stream;
         let Some(func) = &self.k.block_score_tc else {
             let cfg = LaunchConfig {
-                grid_dim: (n.div_ceil(sh.tf) as u32, blk.blocks as u32, 1),
+                grid_dim: (n.div_ceil(sh.tf) as u32, blk.layout.num_blocks() as u32, 1),
                 block_dim: (sh.threads() as u32, 1, 1),
                 shared_mem_bytes: sh.smem_score() as u32,
             };
@@ -548,7 +537,7 @@ impl<'e> CudaModel<'e> {
         let mut part = scratch(stream, self.split_part.take(), need.max(2), "split scratch")?;
         let tiles = n.div_ceil(sh.score_tile());
         let cfg = LaunchConfig {
-            grid_dim: (tiles as u32, blk.blocks as u32, splits as u32),
+            grid_dim: (tiles as u32, blk.layout.num_blocks() as u32, splits as u32),
             block_dim: (32 * sh.tcw as u32, 1, 1),
             shared_mem_bytes: sh.smem_tc() as u32,
         };
@@ -1293,5 +1282,59 @@ impl CudaModel<'_> {
             self.timers.extend(ev);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::random::{self, Rng};
+
+    /// The arrays the block-scoring kernels get are the layout's, in blocks
+    /// of the size the kernels are compiled for: every real Gaussian's weight
+    /// row (bit for bit) in its state's lane, every virtual slot gconst −∞
+    /// and 0 elsewhere. (These arrays were checked bit-identical to the
+    /// engine's own packing before `layout.rs` took it over.)
+    #[test]
+    fn block_arrays_are_the_layouts_in_the_kernels_block_size() {
+        for (kind, dim) in [(CovKind::Diagonal, 3), (CovKind::Full, 2)] {
+            let counts: Vec<usize> = (0..150).map(|s| (s * 7) % 11).collect();
+            let model = random::model(&mut Rng::new(dim as u64), &counts, dim, kind);
+            let shape = KernelShape::for_model(dim, kind);
+            assert!(shape
+                .prelude()
+                .contains(&format!("#define LANES {}\n", shape.block_states())));
+            let host = BlockHost::new(&model, &shape);
+            let l = &host.layout;
+            assert_eq!(
+                *l,
+                StateBlockLayout::for_model(&model, shape.block_states())
+            );
+            assert_eq!(host.lane_state, l.lane_states());
+            assert_eq!(host.slots.len(), l.num_blocks());
+            let (b, kz) = (l.block_states, shape.kz());
+            let mut want = vec![0f32; kz];
+            for blk in 0..l.num_blocks() {
+                assert_eq!(host.off[blk] as usize, l.block_offsets[blk]);
+                assert_eq!(host.slots[blk] as u32, l.block_gaussians[blk]);
+                for lane in 0..b {
+                    let state = host.lane_state[blk * b + lane];
+                    for g in 0..host.slots[blk] as usize {
+                        let slot = host.off[blk] as usize + g;
+                        let got: Vec<f32> = (0..kz)
+                            .map(|k| host.w[(slot * kz + k) * b + lane])
+                            .collect();
+                        if state >= 0 && g < counts[state as usize] {
+                            weights_row(&model, state as usize, g, &mut want);
+                        } else {
+                            want.fill(0.0);
+                            want[kz - 1] = f32::NEG_INFINITY;
+                        }
+                        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                        assert_eq!(bits(&got), bits(&want), "block {blk} lane {lane} slot {g}");
+                    }
+                }
+            }
+        }
     }
 }

@@ -1,12 +1,11 @@
-//! The weights of the padded 64-state blocks in the operand order of the
-//! tensor-core scoring kernels (`kernels/gmm.cu`): slots of 64 columns, each
-//! `[k][64]` (k < kz), rearranged so that every lane's mma fragment is one
+//! The weights of the padded state blocks in the operand order of the
+//! tensor-core scoring kernels (`kernels/gmm.cu`): slots of `lanes` columns
+//! (the layout's block size, 64 for these kernels), each `[k][lanes]` (k < kz),
+//! rearranged so that every lane's mma fragment is one
 //! 16-byte load. Rows past kz are zero; −∞ (a virtual Gaussian's gconst)
 //! becomes −1e30, since 0·−∞ would be NaN in the split products.
 
 use rayon::prelude::*;
-
-use super::model::BLOCK_STATES;
 
 /// `x` rounded to TF32 (10 mantissa bits) as `cvt.rna.tf32.f32` does: to
 /// nearest, ties away from zero (adding half an ulp to the magnitude bits).
@@ -17,28 +16,29 @@ pub(crate) fn tf32_round(x: f32) -> f32 {
     f32::from_bits(x.to_bits().wrapping_add(0x1000) & 0xffff_e000)
 }
 
-/// Slots of 64 columns, each `[k][64]` (k < kz), rearranged into the operand
-/// order of the tensor-core kernels (see `kernels/gmm.cu`): per slot, per
-/// k-step of 8 and per 8 columns, 32 lanes × (b0 hi, b1 hi, b0 lo, b1 lo),
+/// Slots of `lanes` columns (a multiple of 8), each `[k][lanes]` (k < kz),
+/// rearranged into the operand order of the tensor-core kernels (see
+/// `kernels/gmm.cu`): per slot, per k-step of 8 and per 8 columns, 32 lanes × (b0 hi, b1 hi, b0 lo, b1 lo),
 /// where lane = 4g + t holds rows 8s+t and 8s+t+4 of column 8j+g, each split
 /// into a TF32 part and its TF32 remainder. Rows past kz are zero; −∞ (a
 /// virtual Gaussian's gconst) becomes −1e30, since 0·−∞ would be NaN.
-pub(crate) fn to_fragments(plain: &[f32], kz: usize, ks: usize) -> Vec<f32> {
-    let lanes = BLOCK_STATES;
+pub(crate) fn to_fragments(plain: &[f32], kz: usize, ks: usize, lanes: usize) -> Vec<f32> {
+    assert!(lanes % 8 == 0, "fragments cover columns 8 at a time");
     let slots = plain.len() / (kz * lanes);
-    let mut out = vec![0f32; slots * ks * 1024];
+    let (groups, slot_len) = (lanes / 8, ks * 16 * lanes);
+    let mut out = vec![0f32; slots * slot_len];
     // Slots are independent: in parallel (a large model has ~1e9 values).
-    out.par_chunks_mut(ks * 1024)
+    out.par_chunks_mut(slot_len)
         .enumerate()
         .for_each(|(slot, out)| {
             for st in 0..ks {
-                for j in 0..8 {
+                for j in 0..groups {
                     for lane in 0..32 {
                         let (g, t) = (lane >> 2, lane & 3);
                         let n = 8 * j + g;
-                        let o = ((st * 8 + j) * 32 + lane) * 4;
+                        let o = ((st * groups + j) * 32 + lane) * 4;
                         for (q, k) in [8 * st + t, 8 * st + t + 4].into_iter().enumerate() {
-                            let v = weight_at(plain, kz, slot, k, n);
+                            let v = weight_at(plain, kz, lanes, slot, k, n);
                             let hi = tf32_round(v);
                             out[o + q] = hi;
                             out[o + 2 + q] = tf32_round(v - hi);
@@ -50,11 +50,11 @@ pub(crate) fn to_fragments(plain: &[f32], kz: usize, ks: usize) -> Vec<f32> {
     out
 }
 
-fn weight_at(plain: &[f32], kz: usize, slot: usize, k: usize, n: usize) -> f32 {
+fn weight_at(plain: &[f32], kz: usize, lanes: usize, slot: usize, k: usize, n: usize) -> f32 {
     if k >= kz {
         return 0.0;
     }
-    let v = plain[(slot * kz + k) * BLOCK_STATES + n];
+    let v = plain[(slot * kz + k) * lanes + n];
     if v == f32::NEG_INFINITY {
         -1e30
     } else {
@@ -87,9 +87,9 @@ mod tests {
 
     #[test]
     fn fragments_put_each_weight_where_the_mma_reads_it() {
-        let (kz, ks) = (11, 2);
+        let (kz, ks, lanes) = (11, 2, 64);
         let slots = 2;
-        let plain: Vec<f32> = (0..slots * kz * BLOCK_STATES)
+        let plain: Vec<f32> = (0..slots * kz * lanes)
             .map(|i| {
                 if i == 5 {
                     f32::NEG_INFINITY
@@ -98,11 +98,11 @@ mod tests {
                 }
             })
             .collect();
-        let f = to_fragments(&plain, kz, ks);
+        let f = to_fragments(&plain, kz, ks, lanes);
         assert_eq!(f.len(), slots * ks * 1024);
         for slot in 0..slots {
             for k in 0..8 * ks {
-                for n in 0..BLOCK_STATES {
+                for n in 0..lanes {
                     let (st, kk) = (k / 8, k % 8);
                     let (t, q) = (kk % 4, kk / 4);
                     let (j, g) = (n / 8, n % 8);
@@ -111,7 +111,7 @@ mod tests {
                     let want = if k >= kz {
                         0.0
                     } else {
-                        let v = plain[(slot * kz + k) * BLOCK_STATES + n];
+                        let v = plain[(slot * kz + k) * lanes + n];
                         if v.is_finite() {
                             v
                         } else {
