@@ -39,8 +39,14 @@ fn copy_matrix_options_equal_kaldis_bits() {
         (&["--apply-softmax-per-row"], "mat_softmax.ark"),
         (&["--apply-power=0.5"], "mat_pow0.5.ark"),
         (&["--apply-power=-1.5"], "mat_pow-1.5.ark"),
-        (&["--scale=3", "--apply_log", "--apply-power=0.7"], "mat_scale_log_pow.ark"),
-        (&["--apply-softmax-per-row", "--scale=-0.3", "--apply-power=2"], "mat_scale_softmax_pow.ark"),
+        (
+            &["--scale=3", "--apply_log", "--apply-power=0.7"],
+            "mat_scale_log_pow.ark",
+        ),
+        (
+            &["--apply-softmax-per-row", "--scale=-0.3", "--apply-power=2"],
+            "mat_scale_softmax_pow.ark",
+        ),
     ];
     for (opts, want) in cases {
         let o = out(d.path(), want);
@@ -56,9 +62,17 @@ fn copy_matrix_options_equal_kaldis_bits() {
     }
     // Only one of log, exp and softmax, checked before anything is read.
     let link = d.path().join("copy-matrix");
-    let (code, err) = run_cmd(Command::new(&link).args(["--apply-log", "--apply-exp", "ark:/nonexistent", "ark:-"]));
+    let (code, err) = run_cmd(Command::new(&link).args([
+        "--apply-log",
+        "--apply-exp",
+        "ark:/nonexistent",
+        "ark:-",
+    ]));
     assert_eq!(code, 1);
-    assert!(err.contains("Only one of apply-log, apply-exp and apply-softmax-per-row"), "{err}");
+    assert!(
+        err.contains("Only one of apply-log, apply-exp and apply-softmax-per-row"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -68,7 +82,17 @@ fn copy_matrix_options_on_a_single_file() {
     let input = d.path().join("m.txt");
     std::fs::write(&input, " [ 1 -2 3 0.5 ]\n").unwrap();
     let o = out(d.path(), "m.out");
-    let err = tool(d.path(), "copy-matrix", &["--binary=false", "--scale=2", "--apply-power=2", &input.display().to_string(), &o]);
+    let err = tool(
+        d.path(),
+        "copy-matrix",
+        &[
+            "--binary=false",
+            "--scale=2",
+            "--apply-power=2",
+            &input.display().to_string(),
+            &o,
+        ],
+    );
     assert!(err.contains(&format!("Copied matrix to {o}")), "{err}");
     assert_eq!(std::fs::read_to_string(&o).unwrap(), " [\n  4 16 36 1 ]\n");
 }
@@ -85,8 +109,15 @@ fn copy_vector_change_dim_and_scale() {
         let (input, output) = (format!("ark,t:{D}/v.txt"), format!("ark,t:{o}"));
         args.extend([input.as_str(), output.as_str()]);
         let err = tool(d.path(), "copy-vector", &args);
-        let dim = if want == "v_dim.txt" { "2 scaled by 1" } else { "5 scaled by -1" };
-        assert!(err.contains(&format!("Copied 2 vectors, setting dim to {dim}\n")), "{err}");
+        let dim = if want == "v_dim.txt" {
+            "2 scaled by 1"
+        } else {
+            "5 scaled by -1"
+        };
+        assert!(
+            err.contains(&format!("Copied 2 vectors, setting dim to {dim}\n")),
+            "{err}"
+        );
         assert_eq!(
             std::fs::read_to_string(&o).unwrap(),
             std::fs::read_to_string(format!("{D}/{want}")).unwrap(),
@@ -95,13 +126,27 @@ fn copy_vector_change_dim_and_scale() {
     }
     // A single file is resized but not scaled, as Kaldi's copy-vector does.
     let o = out(d.path(), "single.txt");
-    tool(d.path(), "copy-vector", &["--binary=false", "--scale=3", "--change_dim=5", &format!("{D}/single.txt"), &o]);
+    tool(
+        d.path(),
+        "copy-vector",
+        &[
+            "--binary=false",
+            "--scale=3",
+            "--change_dim=5",
+            &format!("{D}/single.txt"),
+            &o,
+        ],
+    );
     assert_eq!(
         std::fs::read_to_string(&o).unwrap(),
         std::fs::read_to_string(format!("{D}/single_scale_dim.txt")).unwrap()
     );
     // Without options: Kaldi's plain summary.
-    let err = tool(d.path(), "copy-vector", &[&format!("ark,t:{D}/v.txt"), "ark:/dev/null"]);
+    let err = tool(
+        d.path(),
+        "copy-vector",
+        &[&format!("ark,t:{D}/v.txt"), "ark:/dev/null"],
+    );
     assert!(err.contains("Copied 2 vectors.\n"), "{err}");
 }
 
@@ -109,7 +154,15 @@ fn copy_vector_change_dim_and_scale() {
 fn copy_post_scale() {
     let d = tempfile::tempdir().unwrap();
     let o = out(d.path(), "post.ark");
-    let err = tool(d.path(), "copy-post", &["--scale=0.5", "ark:testdata/kaldi/feats/post.first3.ark", &format!("ark:{o}")]);
+    let err = tool(
+        d.path(),
+        "copy-post",
+        &[
+            "--scale=0.5",
+            "ark:testdata/kaldi/feats/post.first3.ark",
+            &format!("ark:{o}"),
+        ],
+    );
     assert!(err.contains("Done copying 3 posteriors."), "{err}");
     assert!(std::fs::read(&o).unwrap() == gunzip(format!("{D}/post_scale.ark.gz")));
 }
@@ -124,14 +177,21 @@ fn copy_feats_write_num_frames() {
         let nf = out(d.path(), want);
         let ark = out(d.path(), "raw.ark");
         let scp = out(d.path(), "raw.scp");
-        let err = tool(d.path(), "copy-feats", &[
-            "--compress=true",
-            &format!("--write-num-frames={spec}:{nf}"),
-            feats,
-            &format!("ark,scp:{ark},{scp}"),
-        ]);
+        let err = tool(
+            d.path(),
+            "copy-feats",
+            &[
+                "--compress=true",
+                &format!("--write-num-frames={spec}:{nf}"),
+                feats,
+                &format!("ark,scp:{ark},{scp}"),
+            ],
+        );
         assert!(err.contains("Copied 3 feature matrices."), "{err}");
-        assert!(std::fs::read(&nf).unwrap() == std::fs::read(format!("{D}/{want}")).unwrap(), "{want}");
+        assert!(
+            std::fs::read(&nf).unwrap() == std::fs::read(format!("{D}/{want}")).unwrap(),
+            "{want}"
+        );
     }
     // Not for single files, as Kaldi.
     let link = d.path().join("copy-feats");
@@ -141,14 +201,25 @@ fn copy_feats_write_num_frames() {
         "-",
     ]));
     assert_eq!(code, 1);
-    assert!(err.contains("--write-num-frames option not supported when writing/reading single files"), "{err}");
+    assert!(
+        err.contains("--write-num-frames option not supported when writing/reading single files"),
+        "{err}"
+    );
 }
 
 #[test]
 fn copy_feats_sphinx_in() {
     let d = tempfile::tempdir().unwrap();
     let o = out(d.path(), "s.ark");
-    let err = tool(d.path(), "copy-feats", &["--sphinx-in", &format!("scp:{D}/sphinx.scp"), &format!("ark:{o}")]);
+    let err = tool(
+        d.path(),
+        "copy-feats",
+        &[
+            "--sphinx-in",
+            &format!("scp:{D}/sphinx.scp"),
+            &format!("ark:{o}"),
+        ],
+    );
     assert!(err.contains("Copied 2 feature matrices."), "{err}");
     assert!(std::fs::read(&o).unwrap() == std::fs::read(format!("{D}/sphinx.ark")).unwrap());
     // A count that is not a whole number of 13-dim frames names the file.
@@ -159,9 +230,16 @@ fn copy_feats_sphinx_in() {
     let scp = d.path().join("bad.scp");
     std::fs::write(&scp, format!("x {}\n", bad.display())).unwrap();
     let link = d.path().join("copy-feats");
-    let (code, err) = run_cmd(Command::new(&link).args(["--sphinx-in", &format!("scp:{}", scp.display()), "ark:/dev/null"]));
+    let (code, err) = run_cmd(Command::new(&link).args([
+        "--sphinx-in",
+        &format!("scp:{}", scp.display()),
+        "ark:/dev/null",
+    ]));
     assert_eq!(code, 1);
-    assert!(err.contains("bad.sph") && err.contains("inconsistent with vector length 13"), "{err}");
+    assert!(
+        err.contains("bad.sph") && err.contains("inconsistent with vector length 13"),
+        "{err}"
+    );
 }
 
 /// gmm-copy --copy-am=false writes the transition model alone,
@@ -173,28 +251,62 @@ fn gmm_copy_parts_make_up_the_model() {
     let d = tempfile::tempdir().unwrap();
     let model = std::fs::read("testdata/kaldi/final.mdl").unwrap();
     let tm = out(d.path(), "tm.mdl");
-    tool(d.path(), "gmm-copy", &["--copy-am=false", "testdata/kaldi/final.mdl", &tm]);
+    tool(
+        d.path(),
+        "gmm-copy",
+        &["--copy-am=false", "testdata/kaldi/final.mdl", &tm],
+    );
     let tm_bytes = std::fs::read(&tm).unwrap();
     assert!(tm_bytes.len() > 2 && model.starts_with(&tm_bytes));
     // The AmDiagGmm alone: the binary marker and the rest of the model.
     let am_in = d.path().join("am_in.mdl");
     std::fs::write(&am_in, [&b"\0B"[..], &model[tm_bytes.len()..]].concat()).unwrap();
     let am = out(d.path(), "am.mdl");
-    tool(d.path(), "gmm-copy", &["--copy-tm=false", &am_in.display().to_string(), &am]);
+    tool(
+        d.path(),
+        "gmm-copy",
+        &["--copy-tm=false", &am_in.display().to_string(), &am],
+    );
     assert!(std::fs::read(&am).unwrap() == std::fs::read(&am_in).unwrap());
     // Text: the two parts concatenated are the text model.
     let (tm_t, am_t) = (out(d.path(), "tm.txt"), out(d.path(), "am.txt"));
-    tool(d.path(), "gmm-copy", &["--binary=false", "--copy_am=false", "testdata/kaldi/final.mdl", &tm_t]);
-    tool(d.path(), "gmm-copy", &["--binary=false", "--copy-tm=false", &am, &am_t]);
+    tool(
+        d.path(),
+        "gmm-copy",
+        &[
+            "--binary=false",
+            "--copy_am=false",
+            "testdata/kaldi/final.mdl",
+            &tm_t,
+        ],
+    );
+    tool(
+        d.path(),
+        "gmm-copy",
+        &["--binary=false", "--copy-tm=false", &am, &am_t],
+    );
     let both = [std::fs::read(&tm_t).unwrap(), std::fs::read(&am_t).unwrap()].concat();
     assert!(both == gunzip("testdata/kaldi/final.mdl.txt.gz"));
     // Neither part: just the binary marker (nothing in text).
     let none = out(d.path(), "none.mdl");
-    tool(d.path(), "gmm-copy", &["--copy-am=false", "--copy-tm=f", "testdata/kaldi/final.mdl", &none]);
+    tool(
+        d.path(),
+        "gmm-copy",
+        &[
+            "--copy-am=false",
+            "--copy-tm=f",
+            "testdata/kaldi/final.mdl",
+            &none,
+        ],
+    );
     assert_eq!(std::fs::read(&none).unwrap(), b"\0B");
     // --copy-tm=false on a whole model: the AmDiagGmm is expected first.
     let link = d.path().join("gmm-copy");
-    let (code, err) = run_cmd(Command::new(&link).args(["--copy-tm=false", "testdata/kaldi/final.mdl", &none]));
+    let (code, err) =
+        run_cmd(Command::new(&link).args(["--copy-tm=false", "testdata/kaldi/final.mdl", &none]));
     assert_eq!(code, 1);
-    assert!(err.contains("final.mdl") && err.contains("<DIMENSION>"), "{err}");
+    assert!(
+        err.contains("final.mdl") && err.contains("<DIMENSION>"),
+        "{err}"
+    );
 }

@@ -57,7 +57,10 @@ fn is_fifo(p: &Path) -> bool {
 }
 
 fn is_char_device(p: &Path) -> bool {
-    fs::symlink_metadata(p).unwrap().file_type().is_char_device()
+    fs::symlink_metadata(p)
+        .unwrap()
+        .file_type()
+        .is_char_device()
 }
 
 fn is_symlink(p: &Path) -> bool {
@@ -144,7 +147,8 @@ fn run_into_fifo(fifo: &Path, args: &[&str]) -> (i32, String, Vec<u8>) {
 /// The first two entries of the feature archive whole, then half of the third.
 fn truncated_archive(dir: &Path) -> (String, usize) {
     let whole = fs::read(FEATS).unwrap();
-    let entries = read_table::<amtool::formats::kaldi::matrix::Matrix<f32>>(&format!("ark:{FEATS}"));
+    let entries =
+        read_table::<amtool::formats::kaldi::matrix::Matrix<f32>>(&format!("ark:{FEATS}"));
     assert_eq!(entries.len(), 3);
     // Offset of the third key: each binary float-matrix entry is
     // "key \0BFM " + rows, cols (5 bytes each) + rows*cols*4.
@@ -169,7 +173,11 @@ fn whole_object_into_a_fifo() {
     assert_eq!(code, 0, "{err}");
     assert!(got == gunzip(MODEL_TEXT), "the FIFO carried something else");
     assert!(is_fifo(&fifo), "the FIFO was replaced");
-    assert_eq!(fs::read_dir(d.path()).unwrap().count(), 1, "left files behind");
+    assert_eq!(
+        fs::read_dir(d.path()).unwrap().count(),
+        1,
+        "left files behind"
+    );
 }
 
 #[test]
@@ -178,15 +186,25 @@ fn tables_into_fifos() {
     let fifo = d.path().join("feats.fifo");
     mkfifo(&fifo);
     let f = fifo.display().to_string();
-    let (code, err, got) = run_into_fifo(&fifo, &["copy", &format!("ark:{FEATS}"), &format!("ark:{f}")]);
+    let (code, err, got) = run_into_fifo(
+        &fifo,
+        &["copy", &format!("ark:{FEATS}"), &format!("ark:{f}")],
+    );
     assert_eq!(code, 0, "{err}");
-    assert!(got == fs::read(FEATS).unwrap(), "the FIFO carried something else");
+    assert!(
+        got == fs::read(FEATS).unwrap(),
+        "the FIFO carried something else"
+    );
     assert!(is_fifo(&fifo));
     // ark,scp: the archive into a FIFO, the script into a regular file.
     let scp = d.path().join("feats.scp");
     let (code, err, got) = run_into_fifo(
         &fifo,
-        &["copy", &format!("ark:{FEATS}"), &format!("ark,scp:{f},{}", scp.display())],
+        &[
+            "copy",
+            &format!("ark:{FEATS}"),
+            &format!("ark,scp:{f},{}", scp.display()),
+        ],
     );
     assert_eq!(code, 0, "{err}");
     assert!(got == fs::read(FEATS).unwrap());
@@ -203,7 +221,8 @@ fn table_failing_midway_into_a_fifo_leaves_the_fifo() {
     let fifo = d.path().join("out.fifo");
     mkfifo(&fifo);
     let f = fifo.display().to_string();
-    let (code, err, got) = run_into_fifo(&fifo, &["copy", &format!("ark:{bad}"), &format!("ark:{f}")]);
+    let (code, err, got) =
+        run_into_fifo(&fifo, &["copy", &format!("ark:{bad}"), &format!("ark:{f}")]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("truncated.ark"), "{err}");
     // What was copied before the error went through, as Kaldi's writer sends it.
@@ -236,7 +255,10 @@ fn symlinked_outputs_stay_links() {
     assert!(is_symlink(&ark) && is_symlink(&scp));
     assert!(fs::read(real.join("feats.ark")).unwrap() == fs::read(FEATS).unwrap());
     let script = fs::read_to_string(real.join("feats.scp")).unwrap();
-    assert!(script.starts_with(&format!("s01-001 {}:8\n", ark.display())), "{script}");
+    assert!(
+        script.starts_with(&format!("s01-001 {}:8\n", ark.display())),
+        "{script}"
+    );
     // A failed run leaves the link and the old target.
     let (bad, _) = truncated_archive(d.path());
     let (code, err) = run_limited(&["copy", &format!("ark:{bad}"), &wspec]);
@@ -254,7 +276,11 @@ fn standard_output_by_name() {
         .stderr(Stdio::piped())
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(out.stdout == gunzip(MODEL_TEXT));
 }
 
@@ -277,7 +303,11 @@ fn character_devices() {
     let ok_runs: [&[&str]; 3] = [
         &["copy", "--binary=false", MODEL, &n],
         &["copy", &format!("ark:{FEATS}"), &format!("ark:{n}")],
-        &["copy", &format!("ark:{FEATS}"), &format!("ark,scp:{n},{scp}")],
+        &[
+            "copy",
+            &format!("ark:{FEATS}"),
+            &format!("ark,scp:{n},{scp}"),
+        ],
     ];
     for args in ok_runs {
         let (code, err) = run_limited(args);
@@ -292,8 +322,15 @@ fn character_devices() {
     for args in failing {
         let (code, err) = run_limited(args);
         assert_eq!(code, 1, "{args:?}: {err}");
-        assert!(err.contains(&f) && err.contains("No space left"), "{args:?}: {err}");
+        assert!(
+            err.contains(&f) && err.contains("No space left"),
+            "{args:?}: {err}"
+        );
         assert!(is_char_device(&full), "{args:?} replaced the device");
     }
-    assert_eq!(fs::read_dir(d.path()).unwrap().count(), 3, "left files behind");
+    assert_eq!(
+        fs::read_dir(d.path()).unwrap().count(),
+        3,
+        "left files behind"
+    );
 }

@@ -32,8 +32,9 @@ struct KaldiOption {
 
 fn options_of(tool: &str) -> Vec<KaldiOption> {
     let path = format!("{DIR}/{tool}.txt");
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{path}: {e} (every Kaldi shim needs its tool's options file; see {DIR}/make.sh)"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!("{path}: {e} (every Kaldi shim needs its tool's options file; see {DIR}/make.sh)")
+    });
     text.lines()
         .map(|l| {
             let mut f = l.splitn(3, ' ');
@@ -59,16 +60,27 @@ fn accepts(tool: &str, args: &[String]) -> Result<(), String> {
     let full = clap_args(sub, rest)?;
     match Cli::try_parse_from(&full) {
         Ok(_) => Ok(()),
-        Err(e) if matches!(e.kind(), ErrorKind::MissingRequiredArgument | ErrorKind::DisplayHelp) => Ok(()),
+        Err(e)
+            if matches!(
+                e.kind(),
+                ErrorKind::MissingRequiredArgument | ErrorKind::DisplayHelp
+            ) =>
+        {
+            Ok(())
+        }
         Err(e) => Err(e.to_string()),
     }
 }
 
 /// `--change_dim` and `--change-dim`: Kaldi normalises `_` to `-` in names.
 fn spellings(name: &str) -> BTreeSet<String> {
-    [name.to_string(), name.replace('_', "-"), format!("--{}", name[2..].replace('-', "_"))]
-        .into_iter()
-        .collect()
+    [
+        name.to_string(),
+        name.replace('_', "-"),
+        format!("--{}", name[2..].replace('-', "_")),
+    ]
+    .into_iter()
+    .collect()
 }
 
 #[test]
@@ -96,7 +108,11 @@ fn every_shim_accepts_every_option_of_its_tool() {
     for shim in SHIMS.iter().filter(|s| !NOT_KALDI.contains(&s.tool)) {
         let opts = options_of(shim.tool);
         for standard in ["--config", "--help", "--print-args", "--verbose"] {
-            assert!(opts.iter().any(|o| o.name == standard), "{}: no {standard}", shim.tool);
+            assert!(
+                opts.iter().any(|o| o.name == standard),
+                "{}: no {standard}",
+                shim.tool
+            );
         }
         for o in &opts {
             for name in spellings(&o.name) {
@@ -111,13 +127,22 @@ fn every_shim_accepts_every_option_of_its_tool() {
                 for arg in tries {
                     checked += 1;
                     if let Err(e) = accepts(shim.tool, &[arg.clone()]) {
-                        refused.push(format!("{} {arg}: {}", shim.tool, e.lines().next().unwrap_or("")));
+                        refused.push(format!(
+                            "{} {arg}: {}",
+                            shim.tool,
+                            e.lines().next().unwrap_or("")
+                        ));
                     }
                 }
             }
         }
     }
-    assert!(refused.is_empty(), "{} of {checked} refused:\n{}", refused.len(), refused.join("\n"));
+    assert!(
+        refused.is_empty(),
+        "{} of {checked} refused:\n{}",
+        refused.len(),
+        refused.join("\n")
+    );
     assert!(checked > 300, "only {checked} options checked");
 }
 

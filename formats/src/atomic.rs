@@ -68,7 +68,9 @@ impl OutputFile {
     /// (direct outputs).
     pub fn commit(self) -> io::Result<()> {
         match self {
-            OutputFile::Replace { tmp, target } => tmp.persist(target).map(|_| ()).map_err(|e| e.error),
+            OutputFile::Replace { tmp, target } => {
+                tmp.persist(target).map(|_| ()).map_err(|e| e.error)
+            }
             OutputFile::Direct(mut f) => f.flush(),
         }
     }
@@ -208,7 +210,10 @@ mod tests {
         let mut f: &File = out.file();
         f.write_all(b"new").unwrap();
         out.commit().unwrap();
-        assert!(fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+        assert!(fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
         assert_eq!(fs::read(&target).unwrap(), b"new");
         assert_eq!(mode(&target), 0o640, "the replaced file keeps its mode");
         assert_eq!(fs::read_dir(&real_dir).unwrap().count(), 1);
@@ -221,7 +226,10 @@ mod tests {
         let link = d.path().join("out.ark");
         std::os::unix::fs::symlink(d.path().join("new.ark"), &link).unwrap();
         write(&link, b"abc").unwrap();
-        assert!(fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+        assert!(fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
         assert_eq!(fs::read(d.path().join("new.ark")).unwrap(), b"abc");
     }
 

@@ -32,11 +32,11 @@ use amtool_formats::htk::param::ParamFile;
 use amtool_formats::kaldi::any::{detect_entry, AnyObject, ObjectType};
 use amtool_formats::kaldi::compressed::{CompressedMatrix, CompressionMethod};
 use amtool_formats::kaldi::files::{printable_rx, printable_wx, read_rxfilename, write_wxfilename};
+use amtool_formats::kaldi::holder::{Basic, Holder};
 use amtool_formats::kaldi::matrix::{Matrix, PackedMatrix, Vector};
 use amtool_formats::kaldi::model::{KaldiModel, ObjectKind};
 use amtool_formats::kaldi::object::{object_to_bytes, read_object, KaldiObject};
 use amtool_formats::kaldi::specifier::{is_table_specifier, RSpecifier, RxFilename, TableKind};
-use amtool_formats::kaldi::holder::{Basic, Holder};
 use amtool_formats::kaldi::sphinx::SphinxFeatures;
 use amtool_formats::kaldi::table::{SequentialTableReader, TableWriter};
 use amtool_formats::Error as FormatError;
@@ -613,18 +613,31 @@ fn edit_single_object(
     let float_tool = as_float_tool(tool);
     let fail = |e: FormatError| e.to_string();
     let (obj, what) = match tool_object_kind(tool, ObjectKind::detect(buf)) {
-        ObjectKind::Matrix => (AnyObject::FloatMatrix(read_object(buf).map_err(fail)?), "matrix"),
+        ObjectKind::Matrix => (
+            AnyObject::FloatMatrix(read_object(buf).map_err(fail)?),
+            "matrix",
+        ),
         ObjectKind::Vector => match detect_entry(buf) {
-            Some(ObjectType::DoubleVector) if !float_tool => {
-                (AnyObject::DoubleVector(read_object(buf).map_err(fail)?), "vector")
-            }
-            _ => (AnyObject::FloatVector(read_object(buf).map_err(fail)?), "vector"),
+            Some(ObjectType::DoubleVector) if !float_tool => (
+                AnyObject::DoubleVector(read_object(buf).map_err(fail)?),
+                "vector",
+            ),
+            _ => (
+                AnyObject::FloatVector(read_object(buf).map_err(fail)?),
+                "vector",
+            ),
         },
-        k => return Err(fail(k.mismatch_error("", "a matrix or vector (for --scale, --apply-*, --change-dim)"))),
+        k => {
+            return Err(fail(k.mismatch_error(
+                "",
+                "a matrix or vector (for --scale, --apply-*, --change-dim)",
+            )))
+        }
     };
     let obj = edits.apply(obj, Place::File)?;
     let mut bytes = Vec::new();
-    obj.write_holder(&mut bytes, binary).map_err(|e| e.to_string())?;
+    obj.write_holder(&mut bytes, binary)
+        .map_err(|e| e.to_string())?;
     Ok((bytes, format!("Copied {what} to {out_name}")))
 }
 
@@ -633,7 +646,9 @@ fn copy_single(args: &CopyArgs) -> Result<i32, String> {
         return Err("--compress=true applies to tables (ark:/scp:) only".to_string());
     }
     if !args.write_num_frames.is_empty() {
-        return Err("--write-num-frames option not supported when writing/reading single files.".into());
+        return Err(
+            "--write-num-frames option not supported when writing/reading single files.".into(),
+        );
     }
     if args.sphinx_in {
         return Err("For single files, sphinx input is not yet supported.".into());
@@ -645,14 +660,17 @@ fn copy_single(args: &CopyArgs) -> Result<i32, String> {
     let out_name = printable_wx(&args.output);
     let in_file = |e: FormatError| e.in_file(&in_name).to_string();
     let (bytes, log) = if !(args.copy_tm && args.copy_am) {
-        let bytes = gmm_copy_parts(&data, args.binary, args.copy_tm, args.copy_am).map_err(in_file)?;
+        let bytes =
+            gmm_copy_parts(&data, args.binary, args.copy_tm, args.copy_am).map_err(in_file)?;
         (bytes, format!("Written model to {out_name}"))
     } else if !edits.is_identity() {
-        edit_single_object(&data, &edits, args.binary, &out_name, &args.kaldi_tool).map_err(|e| format!("{in_name}: {e}"))?
+        edit_single_object(&data, &edits, args.binary, &out_name, &args.kaldi_tool)
+            .map_err(|e| format!("{in_name}: {e}"))?
     } else {
         match copy_htk_object(&data, args.binary, &in_name, &out_name) {
             Some(r) => r.map_err(in_file)?,
-            None => copy_single_object(&data, args.binary, &out_name, &args.kaldi_tool).map_err(in_file)?,
+            None => copy_single_object(&data, args.binary, &out_name, &args.kaldi_tool)
+                .map_err(in_file)?,
         }
     };
     write_wxfilename(&args.output, |w| w.write_all(&bytes)).map_err(|e| e.to_string())?;

@@ -48,7 +48,9 @@ impl Edits {
         };
         let exclusive = [e.apply_log, e.apply_exp, e.apply_softmax_per_row];
         if exclusive.iter().filter(|&&b| b).count() > 1 {
-            return Err("Only one of apply-log, apply-exp and apply-softmax-per-row can be given".into());
+            return Err(
+                "Only one of apply-log, apply-exp and apply-softmax-per-row can be given".into(),
+            );
         }
         Ok(e)
     }
@@ -147,7 +149,9 @@ impl Edits {
             // The product of two floats is exact in double, so this rounds as
             // a float multiply does.
             let s = self.scale as f64;
-            v.data.iter_mut().for_each(|x| *x = T::from_f64(x.to_f64() * s));
+            v.data
+                .iter_mut()
+                .for_each(|x| *x = T::from_f64(x.to_f64() * s));
         }
         v
     }

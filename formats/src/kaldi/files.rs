@@ -310,9 +310,7 @@ impl<W: Write> Write for Counting<W> {
 enum Sink {
     File(crate::atomic::OutputFile),
     Stdout,
-    Pipe {
-        child: Child,
-    },
+    Pipe { child: Child },
 }
 
 /// An opened wxfilename. Regular files are written to a temporary file beside

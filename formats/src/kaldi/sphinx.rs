@@ -65,7 +65,9 @@ mod tests {
     use crate::kaldi::table::SequentialTableReader;
 
     fn file(rows: usize) -> (Vec<u8>, Vec<f32>) {
-        let vals: Vec<f32> = (0..rows * SPHINX_DIM).map(|i| i as f32 * 0.25 - 3.0).collect();
+        let vals: Vec<f32> = (0..rows * SPHINX_DIM)
+            .map(|i| i as f32 * 0.25 - 3.0)
+            .collect();
         let mut b = ((rows * SPHINX_DIM) as i32).to_be_bytes().to_vec();
         vals.iter().for_each(|v| b.extend(v.to_be_bytes()));
         (b, vals)
@@ -81,10 +83,11 @@ mod tests {
         let scp = d.path().join("x.scp");
         let line = |k: &str| format!("{k} {}\n", d.path().join(format!("{k}.sph")).display());
         std::fs::write(&scp, line("a") + &line("b")).unwrap();
-        let got: Vec<_> = SequentialTableReader::<SphinxFeatures>::open(&format!("scp:{}", scp.display()))
-            .unwrap()
-            .map(|e| e.unwrap())
-            .collect();
+        let got: Vec<_> =
+            SequentialTableReader::<SphinxFeatures>::open(&format!("scp:{}", scp.display()))
+                .unwrap()
+                .map(|e| e.unwrap())
+                .collect();
         assert_eq!(got.len(), 2);
         assert_eq!((got[0].1 .0.rows(), got[0].1 .0.cols()), (3, SPHINX_DIM));
         assert_eq!(got[0].1 .0.data(), &va[..]);
