@@ -18,7 +18,16 @@ use crate::htk_train::herest::{run as run_pass, HerestJob, Scorer};
 
 #[derive(Debug, Args)]
 pub struct HerestArgs {
-    /// HERest's command line: [options] hmmList [dataFiles...] (HTK single-dash options).
+    /// HERest's command line: [options] hmmList [dataFiles...], with every
+    /// switch of HTK 3.4.1's HERest: -A -B -C cf -D -H mmf -I mlf -L dir
+    /// -M dir -S scp -T N -V -X ext; -c f -m N -p N -s file -t f [i l]
+    /// -u tmvwp -v f -w f (HShell's range checks); -d dir -x ext (HMMs in no
+    /// MMF read from dir/NAME.ext), -o ext (saved with that extension);
+    /// -F HTK, -G HTK. Accepted with no effect, as in HERest without
+    /// adaptation transforms: -b file, -l N, -h mask, -K dir [ext], -z file.
+    /// Refused as not supported: -a, -E, -J (transforms), -r (two
+    /// parameterisations), -u a/s, -F/-G formats other than HTK.
+    /// amtool's own: --scorer=htk|cpu|cuda|engine.
     #[arg(
         allow_hyphen_values = true,
         trailing_var_arg = true,
