@@ -940,3 +940,180 @@ fn full_covariance_model_round_trip() {
         assert!((x - y).abs() <= 1e-4 * y.abs(), "gconst {x} vs {y}");
     }
 }
+
+#[test]
+fn hmm_definition_files_with_dir_and_extensions() {
+    // -d dir -x hmm: the 20 HMMs of hmm0/hmmdefs, each in its own file
+    // dir/NAME.hmm (as HInit/HRest write them), give HERest's numbers of the
+    // -H hmmdefs pass (herest_hmm1.log); -o new: saved as out/NAME.new.
+    let d = tempfile::tempdir().unwrap();
+    let macros = d.path().join("macros");
+    std::fs::write(&macros, gunzip("models/hmm0/macros.gz")).unwrap();
+    let defs = String::from_utf8(gunzip("models/hmm0/hmmdefs.gz")).unwrap();
+    let hmms = d.path().join("hmms");
+    std::fs::create_dir(&hmms).unwrap();
+    let mut names = Vec::new();
+    for def in defs.split("~h \"").skip(1) {
+        let name = def.split('"').next().unwrap().to_string();
+        std::fs::write(hmms.join(format!("{name}.hmm")), format!("~h \"{def}")).unwrap();
+        names.push(name);
+    }
+    assert_eq!(names.len(), 20);
+    let out = d.path().join("hmm1");
+    std::fs::create_dir(&out).unwrap();
+    let (code, stdout, stderr) = herest(&[
+        "-T",
+        "1",
+        "-C",
+        "train.cfg",
+        "-I",
+        "phones0.mlf",
+        "-t",
+        "250.0",
+        "150.0",
+        "1000.0",
+        "-S",
+        "train.scp",
+        "-H",
+        macros.to_str().unwrap(),
+        "-d",
+        hmms.to_str().unwrap(),
+        "-x",
+        "hmm",
+        "-o",
+        "new",
+        "-M",
+        out.to_str().unwrap(),
+        "monophones0",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    for pat in ["Utterance prob", "average log prob", "total frames seen"] {
+        assert_eq!(
+            out_lines(&stdout, pat),
+            log_lines("herest_hmm1.log", pat),
+            "{pat}"
+        );
+    }
+    assert!(out.join("macros").exists());
+    for n in &names {
+        let h = std::fs::read_to_string(out.join(format!("{n}.new"))).unwrap();
+        assert_eq!(h.matches("~h \"").count(), 1, "{n}: {h}");
+        assert!(h.contains(&format!("~h \"{n}\"")), "{n}");
+    }
+    // Without -x the files are looked up by the bare name, which is not there.
+    let (code, _, err) = herest(&[
+        "-C",
+        "train.cfg",
+        "-I",
+        "phones0.mlf",
+        "-S",
+        "train.scp",
+        "-H",
+        macros.to_str().unwrap(),
+        "-d",
+        hmms.to_str().unwrap(),
+        "-M",
+        out.to_str().unwrap(),
+        "monophones0",
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("is in no MMF") && err.contains("hmms/"),
+        "{err}"
+    );
+}
+
+#[test]
+fn switches_that_change_nothing_without_transforms_leave_the_pass_alone() {
+    // -b (unused in 3.4.1), -l (no speaker changes without transforms), -h,
+    // -K, -z (output transforms only), -F HTK, -G HTK: HERest's number for
+    // spk01_u002 (herest_mono1_single.log) is unchanged.
+    let (_d, mmf, out) = workdir("mono1");
+    let (code, stdout, err) = herest(&[
+        "-T",
+        "1",
+        "-C",
+        "train.cfg",
+        "-I",
+        "aligned.mlf",
+        "-b",
+        "x.scp",
+        "-l",
+        "1",
+        "-h",
+        "*%%%",
+        "-K",
+        "xf",
+        "mllr",
+        "-z",
+        "TMF",
+        "-F",
+        "HTK",
+        "-G",
+        "HTK",
+        "-m",
+        "0",
+        "-H",
+        mmf.to_str().unwrap(),
+        "-M",
+        out.to_str().unwrap(),
+        "monophones1",
+        "feat/mfcc_0_d_a/spk01_u002.mfc",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        stdout.contains(" Utterance prob per frame = -6.950759e+01"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn transform_switches_are_refused_by_name() {
+    let (_d, mmf, out) = workdir("mono1");
+    for sw in [
+        &["-a"][..],
+        &["-r"],
+        &["-E", "dir"],
+        &["-J", "dir", "ext"],
+        &["-F", "NIST"],
+        &["-G", "TIMIT"],
+    ] {
+        let mut args = sw.to_vec();
+        args.extend([
+            "-H",
+            mmf.to_str().unwrap(),
+            "-M",
+            out.to_str().unwrap(),
+            "monophones1",
+            "x.mfc",
+        ]);
+        let (code, _, err) = herest(&args);
+        assert_eq!(code, 1, "{sw:?}");
+        assert!(
+            err.contains(&format!("{} ", sw[0])) && err.contains("not supported"),
+            "{err}"
+        );
+        assert!(!err.contains("Unknown switch"), "{err}");
+    }
+}
+
+#[test]
+fn switch_arguments_are_range_checked_as_hshell_does() {
+    for (sw, v) in [
+        ("-c", "2000"),
+        ("-v", "11"),
+        ("-m", "1001"),
+        ("-p", "501"),
+        ("-t", "-1"),
+    ] {
+        let (code, _, err) = herest(&[sw, v, "monophones1", "x.mfc"]);
+        assert_eq!(code, 1, "{sw} {v}");
+        assert!(
+            err.contains(sw) && (err.contains("out of range") || err.contains("Required")),
+            "{err}"
+        );
+    }
+    let (code, _, err) = herest(&["-N", "monophones1", "x.mfc"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("Unknown switch -N"), "{err}");
+}

@@ -107,7 +107,7 @@ pub enum Command {
     CopyToHtk(copy_to_htk::CopyToHtkArgs),
     /// Replace the acoustic scores on compact lattices using a new model (gmm-rescore-lattice).
     RescoreLattice(rescore_lattice::RescoreLatticeArgs),
-    /// HTK embedded Baum-Welch re-estimation with HERest's own options (-C -I -S -H -M -t -u ...).
+    /// HTK embedded Baum-Welch re-estimation with all of HERest's own options (-C -I -S -H -M -t -u -d -x -o ...).
     Herest(herest::HerestArgs),
     /// Create symlinks named like the Kaldi tools amtool replaces (put DIR first on PATH).
     Shims {

@@ -2,7 +2,7 @@
 //! utterance of the script, accumulate, update, write the set back (`-M`).
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use amtool_formats::htk::config::Config;
 use amtool_formats::htk::mlf::Mlf;
@@ -49,6 +49,104 @@ pub struct HerestJob {
     /// `-p N`: N > 0 writes `HER<N>.acc` instead of updating; 0 reads the
     /// accumulator files given as data and updates.
     pub par_mode: Option<u32>,
+    /// `-d DIR`: where the definition file of an HMM that no MMF defines is
+    /// (DIR/<physical name>; else the name as a path).
+    pub hmm_dir: Option<PathBuf>,
+    /// `-x EXT`: the extension of those files.
+    pub hmm_ext: Option<String>,
+    /// `-o EXT`: the extension those files are saved with (else their own).
+    pub new_ext: Option<String>,
+}
+
+impl HerestJob {
+    /// HERest's defaults (HERest.c's globals): update tmvw, -m 3, no pruning.
+    pub fn new() -> Self {
+        HerestJob {
+            configs: vec![],
+            mlfs: vec![],
+            mmfs: vec![],
+            hmm_list: PathBuf::new(),
+            data: vec![],
+            out_dir: None,
+            prune: Pruning::default(),
+            flags: HtkUpdate::default(),
+            min_var: 0.0,
+            mix_floor: 0.0,
+            min_egs: 3,
+            binary: false,
+            trace: 0,
+            scorer: Scorer::Htk,
+            lab_dir: None,
+            lab_ext: "lab".into(),
+            stats: None,
+            par_mode: None,
+            hmm_dir: None,
+            hmm_ext: None,
+            new_ext: None,
+        }
+    }
+}
+
+impl Default for HerestJob {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// HShell's `MakeFN`: `fn` with its folder replaced by `dir` and its
+/// extension by `ext` (each where given).
+pub fn make_fn(name: &str, dir: Option<&Path>, ext: Option<&str>) -> PathBuf {
+    let p = Path::new(name);
+    let stem = p
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let ext = ext
+        .map(str::to_string)
+        .or_else(|| p.extension().map(|e| e.to_string_lossy().into_owned()));
+    let file = match ext {
+        Some(e) if !e.is_empty() => format!("{stem}.{e}"),
+        _ => stem,
+    };
+    match dir {
+        Some(d) => d.join(file),
+        None => p.parent().unwrap_or(Path::new("")).join(file),
+    }
+}
+
+/// HModel's `LoadHMMSet`: the `-H` MMFs, then, for every physical HMM of the
+/// list that none of them defines, its own definition file (`-d`, `-x`).
+/// Returns the set and the number of MMFs (the files after them are HMM files).
+fn load_hmm_set(job: &HerestJob, list: &HmmList) -> Result<(HmmSet, usize)> {
+    let mut set = HmmSet::default();
+    for p in &job.mmfs {
+        let name = p.display().to_string();
+        let bytes = std::fs::read(p).map_err(|e| Error::Io {
+            path: name.clone(),
+            source: e,
+        })?;
+        set.add_mmf(&bytes, &name)?;
+    }
+    for (_, phys) in &list.entries {
+        if set.hmm(phys).is_some() {
+            continue;
+        }
+        let path = make_fn(phys, job.hmm_dir.as_deref(), job.hmm_ext.as_deref());
+        let name = path.display().to_string();
+        let bytes = std::fs::read(&path).map_err(|e| {
+            Error::Mismatch(format!(
+                "HMM {phys} is in no MMF (-H) and its definition file {name} cannot be read: {e}"
+            ))
+        })?;
+        set.add_mmf(&bytes, &name)?;
+        if set.hmm(phys).is_none() {
+            return Err(Error::Mismatch(format!(
+                "{name}: no definition of HMM ~h \"{phys}\""
+            )));
+        }
+    }
+    set.finish()?;
+    Ok((set, job.mmfs.len()))
 }
 
 /// Who computes the output probabilities.
@@ -111,13 +209,9 @@ pub fn run(job: &HerestJob) -> Result<HerestOutcome> {
             )));
         }
     }
-    let set = HmmSet::load(&job.mmfs)?;
     let list = HmmList::load(&job.hmm_list)?;
-    let set_name = job
-        .mmfs
-        .last()
-        .map(|p| p.display().to_string())
-        .unwrap_or_default();
+    let (set, num_mmfs) = load_hmm_set(job, &list)?;
+    let set_name = set.files.last().cloned().unwrap_or_default();
     // HERest scores with the <GCONST>s as read from the file (7 digits), so
     // the scorer does too; `scoring` is the set as loaded.
     let scoring = set.clone();
@@ -211,7 +305,7 @@ pub fn run(job: &HerestJob) -> Result<HerestOutcome> {
             accs.total_frames += t;
         }
         accs.total_pr = total_pr;
-        return finish(job, set, accs, Vec::new(), map_tau, false);
+        return finish(job, (set, num_mmfs), accs, Vec::new(), map_tau, false);
     }
     let eng = match job.scorer {
         Scorer::Engine(g) => Some(engine::select(g, 0)?),
@@ -460,14 +554,14 @@ pub fn run(job: &HerestJob) -> Result<HerestOutcome> {
             updated: false,
         });
     }
-    finish(job, set, accs, skipped, map_tau, true)
+    finish(job, (set, num_mmfs), accs, skipped, map_tau, true)
 }
 
 /// Update and save (`round_trip`: the set went through HERest's
 /// ConvDiagC/ConvLogWt, i.e. not `-p 0`).
 fn finish(
     job: &HerestJob,
-    mut set: HmmSet,
+    (mut set, num_mmfs): (HmmSet, usize),
     accs: HerestAccs,
     skipped: Vec<String>,
     map_tau: f64,
@@ -495,10 +589,7 @@ fn finish(
         ml_update(&mut set, &accs, &st)
     };
     set.normalise_transitions_like_htk();
-    let written = match &job.out_dir {
-        Some(d) => set.save_to_dir(d, job.binary)?,
-        None => set.save_to_dir(".", job.binary)?,
-    };
+    let written = save_set(job, &set, num_mmfs)?;
     Ok(HerestOutcome {
         set,
         accs,
@@ -507,6 +598,24 @@ fn finish(
         written,
         updated: true,
     })
+}
+
+/// HModel's `SaveHMMSet`: every file the set was read from written back
+/// under its own name, in `-M DIR` (else where it was read from); the HMM
+/// definition files (those after the `num_mmfs` MMFs) with the `-o` extension.
+fn save_set(job: &HerestJob, set: &HmmSet, num_mmfs: usize) -> Result<Vec<PathBuf>> {
+    let mut written = Vec::new();
+    for (i, f) in set.files.iter().enumerate() {
+        let ext = if i >= num_mmfs {
+            job.new_ext.as_deref()
+        } else {
+            None
+        };
+        let path = make_fn(f, job.out_dir.as_deref(), ext);
+        set.save_file(i, &path, job.binary)?;
+        written.push(path);
+    }
+    Ok(written)
 }
 
 /// The distinct model states of a sentence, in order of first use.
@@ -575,7 +684,9 @@ fn header(job: &HerestJob, set: &HmmSet, logical: usize) -> String {
         "{logical} Logical/{physical} Physical Models Loaded, VecSize={}\n",
         set.options.vec_size
     ));
-    s.push_str(&format!("{} MMF input files\n", set.files.len()));
+    if !job.mmfs.is_empty() {
+        s.push_str(&format!("{} MMF input files\n", job.mmfs.len()));
+    }
     let p = &job.prune;
     if p.init < super::fb::NOPRUNE {
         if p.inc != 0.0 {

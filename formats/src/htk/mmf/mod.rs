@@ -430,15 +430,20 @@ impl HmmSet {
                 msg: "MMF name has no file name part".into(),
             })?;
             let out = dir.as_ref().join(base);
-            let bytes = if binary {
-                self.to_binary(Some(i))
-            } else {
-                self.to_text(Some(i))
-            };
-            crate::htk::atomic_write(&out, &bytes)?;
+            self.save_file(i, &out, binary)?;
             written.push(out);
         }
         Ok(written)
+    }
+
+    /// Write the macros loaded from file `file` (text or binary) to `path`, atomically.
+    pub fn save_file(&self, file: usize, path: &Path, binary: bool) -> Result<()> {
+        let bytes = if binary {
+            self.to_binary(Some(file))
+        } else {
+            self.to_text(Some(file))
+        };
+        crate::htk::atomic_write(path, &bytes)
     }
 
     /// Write all macros into one MMF (HHEd `-w`), text or binary, atomically.
