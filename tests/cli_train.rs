@@ -147,8 +147,11 @@ fn read_am_accs(p: &str) -> AmAccs {
 /// so they carry ~1e-4..1e-3 absolute rounding; a posterior far in a
 /// mixture's tail (occupancy ~0.002 over all frames) moves by up to 5e-4 of
 /// itself, and its Σγx² with it (observed 5.0e-4). Components with real data
-/// agree to ~4e-5 (observed worst: occupancy 3.6e-5, Σγx 5.8e-5).
-const ACC_TOL: [f64; 3] = [1e-4, 1e-4, 1e-3];
+/// agree to ~4e-5 (observed worst: occupancy 3.6e-5, Σγx 5.8e-5). Since the
+/// CPU engine sums its log-likelihoods closer to f64 than Kaldi does (issue
+/// 15, tests/likes_accuracy), the differences are Kaldi's own rounding: a
+/// tail component's Σγx moves with it, observed 1.04e-4 (80-utterance sum).
+const ACC_TOL: [f64; 3] = [1e-4, 2e-4, 1e-3];
 
 /// The CUDA engine against Kaldi: its float log-likelihood is one FMA chain
 /// over z = [x, x², 1] in its own order (Kaldi's is a BLAS sgemv), so the

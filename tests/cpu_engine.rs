@@ -421,3 +421,12 @@ mod kaldi_fixtures {
         }
     }
 }
+
+mod likes_accuracy;
+
+/// The CPU engine's log-likelihoods against f64, beside Kaldi's (issue 15).
+#[test]
+fn cpu_loglikes_at_least_as_accurate_as_kaldi() {
+    let engine = amtool::engine::cpu::CpuEngine::new(2).unwrap();
+    likes_accuracy::assert_at_least_as_accurate_as_kaldi(&engine, "cpu");
+}

@@ -617,3 +617,15 @@ fn cpu_full_statistics_of_an_ambiguous_frame() {
     println!("occupancy rel err {:.3e}", acc_rel_err(&ha, &want));
     compare_acc(&ha, &want).unwrap();
 }
+
+mod likes_accuracy;
+
+/// The CUDA engine's log-likelihoods against f64, beside Kaldi's (issue 15),
+/// with the tensor cores (the default on sm_80+) and with the FP32 kernels.
+#[test]
+fn cuda_loglikes_at_least_as_accurate_as_kaldi() {
+    let Some(e) = engine() else { return };
+    likes_accuracy::assert_at_least_as_accurate_as_kaldi(e, "cuda");
+    let Some(e) = engine_fp32() else { return };
+    likes_accuracy::assert_at_least_as_accurate_as_kaldi(e, "cuda fp32");
+}

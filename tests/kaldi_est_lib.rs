@@ -228,3 +228,144 @@ fn fgmm_global_est_matches_kaldi() {
         "{errs:?}"
     );
 }
+
+/// `gmm-est --mix-up` after `--min-gaussian-occupancy` removed most
+/// Gaussians: Kaldi's split line and Gaussians per pdf (`GetSplitTargets`
+/// counts only real splits towards the target), and the split parameters.
+#[test]
+fn gmm_est_mixup_after_removal_matches_kaldi() {
+    let accs = AmAccs::from_bytes(&read("testdata/kaldi/all.acc")).unwrap();
+    // (occupancy, target, Kaldi's file, Kaldi's "Removed" and "Split" lines,
+    // whether Kaldi warned "Could not split up to ...").
+    let cases = [
+        (
+            50.0,
+            200,
+            "est_occ50_mixup200.mdl.gz",
+            435,
+            "from 79 to 206",
+            false,
+        ),
+        (
+            100.0,
+            400,
+            "est_occ100_mixup400.mdl.gz",
+            451,
+            "from 63 to 394",
+            true,
+        ),
+    ];
+    for (occ, mix_up, file, removed, split, warned) in cases {
+        let mut model = KaldiModel::from_bytes(&read("testdata/kaldi/final.mdl")).unwrap();
+        let mut opts = AmEstOptions {
+            mix_up,
+            power: 0.25,
+            ..Default::default()
+        };
+        opts.gmm.min_gaussian_occupancy = occ;
+        let (msgs, _) = est_am(&mut model, &accs, &opts).unwrap();
+        let l = logs(&msgs);
+        assert!(l.contains(&format!("Removed {removed} Gaussians due to counts < --min-gaussian-occupancy={occ} and --remove-low-count-gaussians=true")), "{l:?}");
+        assert_eq!(
+            l.last().unwrap(),
+            &format!("Split 63 states with target = {mix_up}, power = 0.25, perturb_factor = 0.01 and min_count = 20, split #Gauss {split}")
+        );
+        let could_not = Msg::Warn(format!(
+            "Could not split up to {mix_up} due to min-count = 20 (or no counts at all)\n"
+        ));
+        assert_eq!(
+            msgs.contains(&could_not),
+            warned,
+            "occ {occ} target {mix_up}"
+        );
+        let want = KaldiModel::from_bytes(&read(&format!("testdata/kaldi/train/{file}"))).unwrap();
+        let ours: Vec<usize> = model.am.pdfs.iter().map(|p| p.num_gauss()).collect();
+        let theirs: Vec<usize> = want.am.pdfs.iter().map(|p| p.num_gauss()).collect();
+        assert_eq!(ours, theirs, "Gaussians per pdf, occ {occ} target {mix_up}");
+        let mut worst = [0.0f64; 4];
+        for (a, b) in model.am.pdfs.iter().zip(&want.am.pdfs) {
+            worst[0] = worst[0].max(max_rel(&a.weights, &b.weights));
+            worst[1] = worst[1].max(max_rel(&a.means_invvars, &b.means_invvars));
+            worst[2] = worst[2].max(max_rel(&a.inv_vars, &b.inv_vars));
+            worst[3] = worst[3].max(max_rel(&a.gconsts, &b.gconsts));
+        }
+        eprintln!("gmm-est occ {occ} --mix-up={mix_up}: max rel err {worst:?}");
+        assert!(worst.iter().all(|&w| w < 1e-5), "{worst:?}");
+    }
+}
+
+/// `gmm-global-est --mix-up=70` after removal left 11 of 64 Gaussians.
+#[test]
+fn gmm_global_est_mixup_after_removal_matches_kaldi() {
+    let accs = AccumDiagGmm::from_bytes(&read("testdata/kaldi/ubm.0.acc")).unwrap();
+    let mut gmm = DiagGmm::from_bytes(&read("testdata/kaldi/ubm.0.dubm")).unwrap();
+    let mle = MleDiagOptions {
+        min_gaussian_occupancy: 200.0,
+        ..Default::default()
+    };
+    let opts = GlobalEstOptions {
+        mix_up: 70,
+        ..Default::default()
+    };
+    let msgs = est_diag(&mut gmm, &accs, &mle, &opts).unwrap();
+    assert_eq!(
+        logs(&msgs),
+        vec!["Overall objective function improvement is -0.000236827 per frame over 8445 frames."]
+    );
+    let removed = msgs
+        .iter()
+        .filter(|m| matches!(m, Msg::Warn(w) if w.starts_with("Too little data - removing")))
+        .count();
+    assert_eq!(removed, 64 - 11);
+    let want =
+        DiagGmm::from_bytes(&read("testdata/kaldi/train/ubm.1.occ200_mixup70.dubm.gz")).unwrap();
+    assert_eq!(gmm.num_gauss(), want.num_gauss());
+    let errs = [
+        max_rel(&gmm.weights, &want.weights),
+        max_rel(&gmm.means_invvars, &want.means_invvars),
+        max_rel(&gmm.inv_vars, &want.inv_vars),
+        max_rel(&gmm.gconsts, &want.gconsts),
+    ];
+    eprintln!("gmm-global-est occ 200 --mix-up=70: max rel err {errs:?}");
+    assert!(errs.iter().all(|&e| e < 1e-5), "{errs:?}");
+}
+
+/// `fgmm-global-est --mix-up` after removal left 10 of 64 Gaussians: split
+/// to 30 as Kaldi; a target of 8 only warns (Kaldi's `FullGmm::Split`) and
+/// the 10 updated Gaussians are written.
+#[test]
+fn fgmm_global_est_mixup_after_removal_matches_kaldi() {
+    let accs = AccumFullGmm::from_bytes(&read("testdata/kaldi/fubm.0.acc.gz")).unwrap();
+    let mle = MleFullOptions {
+        min_gaussian_occupancy: 200.0,
+        ..Default::default()
+    };
+    for (mix_up, file, n) in [
+        (30, "fubm.1.occ200_mixup30.fubm.gz", 30),
+        (8, "fubm.1.occ200_mixup8.fubm.gz", 10),
+    ] {
+        let mut gmm = FullGmm::from_bytes(&read("testdata/kaldi/fubm.0.fubm.gz")).unwrap();
+        let opts = GlobalEstOptions {
+            mix_up,
+            ..Default::default()
+        };
+        let msgs = est_full(&mut gmm, &accs, &mle, &opts).unwrap();
+        let warned = msgs.contains(&Msg::Warn("Cannot split from 10 to 8 components".into()));
+        assert_eq!(warned, mix_up == 8, "--mix-up={mix_up}");
+        let want = FullGmm::from_bytes(&read(&format!("testdata/kaldi/train/{file}"))).unwrap();
+        assert_eq!((gmm.num_gauss(), want.num_gauss()), (n, n));
+        // Tolerances as fgmm_global_est_matches_kaldi (Kaldi's float BLAS
+        // for Σ⁻¹μ and the gconsts); the split copies Σ⁻¹ exactly.
+        let errs = [
+            max_rel(&gmm.weights, &want.weights),
+            max_rel(&gmm.means_invcovars, &want.means_invcovars),
+            max_rel(&gmm.inv_covars, &want.inv_covars),
+            max_rel(&gmm.gconsts, &want.gconsts),
+        ];
+        eprintln!("fgmm-global-est occ 200 --mix-up={mix_up}: max rel err {errs:?}");
+        assert!(
+            errs[0] < 1e-6 && errs[2] == 0.0 && errs[1] < 1e-5 && errs[3] < 1e-4,
+            "{errs:?}"
+        );
+    }
+}

@@ -100,6 +100,53 @@ impl KaldiRng {
         let u2 = self.rand_uniform();
         (-2.0f32 * u1.ln()).sqrt() * ((2.0 * std::f64::consts::PI * u2 as f64) as f32).cos()
     }
+
+    /// Kaldi's `VectorBase<float>::SetRandn`: a `RandomState` seeded with
+    /// `rand() + 27437` (one draw from this generator), then `RandGauss2`
+    /// pairs from glibc's `rand_r` on that seed, and for an odd `dim` the
+    /// last element from `RandGauss` on the same state.
+    pub fn randn_vector(&mut self, dim: usize) -> Vec<f32> {
+        let mut state = RandRState(self.rand().wrapping_add(27_437));
+        let mut v = Vec::with_capacity(dim);
+        while v.len() + 1 < dim {
+            let u1 = state.rand_uniform();
+            let u2 = state.rand_uniform();
+            let r = (-2.0f32 * u1.ln()).sqrt();
+            let angle = (2.0 * std::f64::consts::PI * u2 as f64) as f32;
+            v.push(r * angle.cos());
+            v.push(r * angle.sin());
+        }
+        if v.len() < dim {
+            let u1 = state.rand_uniform();
+            let u2 = state.rand_uniform();
+            let angle = (2.0 * std::f64::consts::PI * u2 as f64) as f32;
+            v.push((-2.0f32 * u1.ln()).sqrt() * angle.cos());
+        }
+        v
+    }
+}
+
+/// glibc's `rand_r` (three steps of the ANSI LCG, 31 bits) on its seed: the
+/// generator of Kaldi's `RandomState`.
+struct RandRState(u32);
+
+impl RandRState {
+    fn rand(&mut self) -> u32 {
+        let mut next = self.0;
+        next = next.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+        let mut result = (next / 65_536) % 2_048;
+        next = next.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+        result = (result << 10) ^ ((next / 65_536) % 1_024);
+        next = next.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+        result = (result << 10) ^ ((next / 65_536) % 1_024);
+        self.0 = next;
+        result
+    }
+
+    /// Kaldi's `RandUniform(&state)`.
+    fn rand_uniform(&mut self) -> f32 {
+        ((self.rand() as f64 + 1.0) / (2_147_483_647.0 + 2.0)) as f32
+    }
 }
 
 /// One entry of Kaldi's split queue (`CountStats`).
@@ -183,7 +230,7 @@ impl KaldiHeap {
     }
 }
 
-/// Kaldi's `ComputeTargetNumPdfs`: Gaussians per state for a total of
+/// Kaldi's `GetSplitTargets` (gmm/model-common.cc): Gaussians per state for a total of
 /// `target`, allotted by `occ^power`, no state getting a Gaussian for which
 /// `(n + 1) × min_count ≥ occ`. Returns the targets and, when the target could
 /// not be reached, Kaldi's warning text.
@@ -215,12 +262,15 @@ pub fn split_targets(
         heap.pop();
         let orig_occ = state_occs[top.pdf];
         if (top.num_components as f32 + 1.0) * min_count >= orig_occ {
+            // Barred by the min-count: the state leaves the race, and no
+            // Gaussian is counted (Kaldi's `GetSplitTargets` counts only
+            // real splits, so the others still reach the target).
             top.occupancy = 0.0;
         } else {
             top.num_components += 1;
+            num_gauss += 1;
         }
         heap.push(top);
-        num_gauss += 1;
     }
     let mut targets = vec![0; state_occs.len()];
     for e in heap.0 {
@@ -272,7 +322,8 @@ pub fn split_diag(
 }
 
 /// Kaldi's `FullGmm::Split`: as [`split_diag`], the perturbation drawn as
-/// `Lᵀ r` with `L` the Cholesky factor of Σ⁻¹ (f64 here; Kaldi uses float).
+/// `Lᵀ r` with `r` from `SetRandn` ([`KaldiRng::randn_vector`]) and `L` the
+/// Cholesky factor of Σ⁻¹ (f64 here; Kaldi uses float).
 pub fn split_full(
     gmm: &mut StateGmm,
     dim: usize,
@@ -296,7 +347,11 @@ pub fn split_full(
         }
         gmm.weights[max_idx] /= 2.0;
         gmm.weights.push(gmm.weights[max_idx]);
-        let r: Vec<f64> = (0..dim).map(|_| rng.rand_gauss() as f64).collect();
+        let r: Vec<f64> = rng
+            .randn_vector(dim)
+            .into_iter()
+            .map(|x| x as f64)
+            .collect();
         let icov: Vec<f64> = gmm.inv_vars[max_idx * vlen..(max_idx + 1) * vlen]
             .iter()
             .map(|&x| x as f64)
@@ -596,6 +651,15 @@ mod tests {
         assert!(w
             .unwrap()
             .starts_with("Could not split up to 100 due to min-count = 20"));
+    }
+
+    #[test]
+    fn state_barred_by_min_count_does_not_use_up_the_target() {
+        // 100 takes Gaussians 2 and 3; then 39 is on top but barred
+        // (2 × 20 ≥ 39): Kaldi counts only real splits, so 100 gets the 5th.
+        let (t, w) = split_targets(&[39.0, 100.0], 5, 1.0, 20.0);
+        assert_eq!(t, vec![1, 4]);
+        assert!(w.is_none());
     }
 
     #[test]

@@ -375,14 +375,25 @@ pub fn est_full(
         f(r.count)
     )));
     if opts.mix_up != 0 {
-        split_full(
-            &mut s,
-            gmm.dim,
-            opts.mix_up,
-            opts.perturb_factor,
-            &mut KaldiRng::default(),
-        )
-        .map_err(Error::Mismatch)?;
+        let n = s.num_components();
+        if opts.mix_up <= n {
+            // Kaldi's `FullGmm::Split` only warns here (unlike the diagonal
+            // one): after low-count removal the target may be at or below
+            // what is left, and the updated GMM is written as it is.
+            msgs.push(Msg::Warn(format!(
+                "Cannot split from {n} to {} components",
+                opts.mix_up
+            )));
+        } else {
+            split_full(
+                &mut s,
+                gmm.dim,
+                opts.mix_up,
+                opts.perturb_factor,
+                &mut KaldiRng::default(),
+            )
+            .map_err(Error::Mismatch)?;
+        }
     }
     *gmm = full_from_state(&s, gmm.dim);
     Ok(msgs)

@@ -7,6 +7,10 @@
 //!   Gaussians of a state stored in panels of [`LANES`] (`[k][lane]`, the
 //!   Vaněk layout with 8 lanes): per k, one load of 8 Gaussians' parameters is
 //!   reused by up to 6 frames (broadcasts), 6×16 outputs stay in registers.
+//!   The terms are summed from zero and the gconst added last: a Gaussian's
+//!   log-likelihood is a small difference of large terms, and a sum started
+//!   at the gconst (≈ −½μᵀΣ⁻¹μ) keeps large partial sums over every step
+//!   (see `PackedModel::expand` for the order of the terms).
 //! - Statistics: `S[g][c] = Σ_t P[t][g]·z[t][c]`, f32 products and sums
 //!   over sub-blocks of frames, widened to f64 between sub-blocks; 6 Gaussians
 //!   × 16 columns in registers, operands packed by the caller.
@@ -31,7 +35,8 @@ fn has_avx2_fma() -> bool {
     false
 }
 
-/// Log-likelihoods of `rows` frames against `panels` consecutive panels.
+/// Log-likelihoods of `rows` frames against `panels` consecutive panels:
+/// fused multiply-adds in k order from zero, then the gconst added.
 ///
 /// `xe`: `rows × k` (row stride `ldx`); `a`: `panels × k × LANES`; `bias`:
 /// `panels × LANES` gconsts; `out`: `rows × (panels·LANES)` (row stride `ldo`).
@@ -86,15 +91,16 @@ fn portable_loglikes(
         let ap = &a[p * k * LANES..(p + 1) * k * LANES];
         for r in 0..rows {
             let mut acc = [0f32; LANES];
-            acc.copy_from_slice(&bias[p * LANES..(p + 1) * LANES]);
             let x = &xe[r * ldx..r * ldx + k];
             for (kk, &xv) in x.iter().enumerate() {
                 let av = &ap[kk * LANES..(kk + 1) * LANES];
                 for l in 0..LANES {
-                    acc[l] += xv * av[l];
+                    acc[l] = xv.mul_add(av[l], acc[l]);
                 }
             }
-            out[r * ldo + p * LANES..r * ldo + (p + 1) * LANES].copy_from_slice(&acc);
+            for l in 0..LANES {
+                out[r * ldo + p * LANES + l] = acc[l] + bias[p * LANES + l];
+            }
         }
     }
 }
@@ -526,12 +532,6 @@ mod avx2 {
         ldo: usize,
     ) {
         let mut acc = [[_mm256_setzero_ps(); NP]; R];
-        for j in 0..NP {
-            let b = _mm256_loadu_ps(bias.add(j * LANES));
-            for row in acc.iter_mut() {
-                row[j] = b;
-            }
-        }
         for kk in 0..k {
             let mut av = [_mm256_setzero_ps(); NP];
             for (j, v) in av.iter_mut().enumerate() {
@@ -544,9 +544,13 @@ mod avx2 {
                 }
             }
         }
+        let mut b = [_mm256_setzero_ps(); NP];
+        for (j, v) in b.iter_mut().enumerate() {
+            *v = _mm256_loadu_ps(bias.add(j * LANES));
+        }
         for (r, row) in acc.iter().enumerate() {
             for (j, v) in row.iter().enumerate() {
-                _mm256_storeu_ps(out.add(r * ldo + j * LANES), *v);
+                _mm256_storeu_ps(out.add(r * ldo + j * LANES), _mm256_add_ps(*v, b[j]));
             }
         }
     }

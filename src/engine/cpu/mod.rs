@@ -5,7 +5,15 @@
 //! diagonal `[x, x²]`, full `[x, q]` with `q` Kaldi's packed lower triangle of
 //! `x xᵀ` whose diagonal is halved — and each Gaussian's parameters to a column
 //! `[μ/σ², −½/σ²]` (diagonal) or `[Σ⁻¹μ, −Σ⁻¹ packed]` (full), so that
-//! `loglike = gconst + xe·column`. Gaussians are stored per state in panels of
+//! `loglike = gconst + xe·column`. Both are stored by dimension, last
+//! dimension first (`xᵢ` next to its own row of `q`: diagonal
+//! `x_{D−1}, x_{D−1}², …, x₀, x₀²`, full `…, x₁, x₁x₀, ½x₁², x₀, ½x₀²`) and
+//! summed from zero with the gconst added last ([`kernels`]): the linear and
+//! square terms of a dimension cancel, and in feature vectors of statics,
+//! Δ and ΔΔ (MFCC, PLP) the large terms, those of the statics, come last,
+//! when fewest roundings follow them. On every fixture model the result is
+//! more accurate than Kaldi's float BLAS sums (tests/likes_accuracy: mean
+//! and worst |error| against f64 at most 0.93× and 0.82× Kaldi's). Gaussians are stored per state in panels of
 //! 8 (`[k][lane]`; a state's last panel is padded with virtual Gaussians of
 //! gconst −∞, which its log-sum-exp never reads), and [`kernels`] evaluates
 //! 6 frames × 16 Gaussians per step in registers. EM statistics are a second
@@ -133,15 +141,20 @@ impl PackedModel {
                 let (p, lane) = (panel_offsets[s] + g / LANES, g % LANES);
                 bias[p * LANES + lane] = st.gconsts[g];
                 let col = |kk: usize| (p * k + kk) * LANES + lane;
-                for i in 0..d {
-                    a[col(i)] = st.means_invvars[g * d + i];
-                }
                 let iv = &st.inv_vars[g * v..(g + 1) * v];
-                match model.kind {
-                    // −½ is exact in f32, so this column is Kaldi's −0.5·inv_vars.
-                    CovKind::Diagonal => (0..d).for_each(|i| a[col(d + i)] = -0.5 * iv[i]),
-                    // Paired with q (diagonal halved): −Σ q·P = −½ xᵀΣ⁻¹x, as Kaldi's TraceSpSpLower.
-                    CovKind::Full => (0..v).for_each(|i| a[col(d + i)] = -iv[i]),
+                for i in 0..d {
+                    let at = term_start(model.kind, d, i);
+                    a[col(at)] = st.means_invvars[g * d + i];
+                    match model.kind {
+                        // −½ is exact in f32, so this is Kaldi's −0.5·inv_vars.
+                        CovKind::Diagonal => a[col(at + 1)] = -0.5 * iv[i],
+                        // Row i of the packed Σ⁻¹, paired with q (diagonal
+                        // halved): −Σ q·P = −½ xᵀΣ⁻¹x, as Kaldi's TraceSpSpLower.
+                        CovKind::Full => {
+                            let r = i * (i + 1) / 2;
+                            (0..=i).for_each(|j| a[col(at + 1 + j)] = -iv[r + j]);
+                        }
+                    }
                 }
             }
         }
@@ -169,27 +182,23 @@ impl PackedModel {
         )
     }
 
-    /// Expand `x` (length `dim`) into `out` (length `k`), in f32.
+    /// Expand `x` (length `dim`) into `out` (length `k`), in f32, by
+    /// dimension, last first (see the module docs and [`term_start`]).
     pub fn expand(&self, x: &[f32], out: &mut [f32]) {
-        let d = self.dim;
-        out[..d].copy_from_slice(x);
-        match self.kind {
-            CovKind::Diagonal => {
-                for i in 0..d {
-                    out[d + i] = x[i] * x[i];
-                }
-            }
-            CovKind::Full => {
-                let mut idx = d;
-                for i in 0..d {
-                    for j in 0..i {
-                        out[idx] = x[i] * x[j];
-                        idx += 1;
-                    }
-                    out[idx] = 0.5 * x[i] * x[i];
+        let mut idx = 0;
+        for i in (0..self.dim).rev() {
+            out[idx] = x[i];
+            idx += 1;
+            if self.kind == CovKind::Full {
+                for j in 0..i {
+                    out[idx] = x[i] * x[j];
                     idx += 1;
                 }
+                out[idx] = 0.5 * x[i] * x[i];
+            } else {
+                out[idx] = x[i] * x[i];
             }
+            idx += 1;
         }
     }
 
@@ -220,6 +229,17 @@ impl PackedModel {
                 out[r * ns + s] = kernels::log_sum_exp(&l[r * ldo..(r + 1) * ldo]);
             }
         }
+    }
+}
+
+/// Where dimension `i`'s terms start in an expanded frame of dimension `d`
+/// (last dimension first): `xᵢ`, then diagonal `xᵢ²`, full
+/// `xᵢx₀ … xᵢxᵢ₋₁, ½xᵢ²` (row i of the packed `q`).
+fn term_start(kind: CovKind, d: usize, i: usize) -> usize {
+    match kind {
+        CovKind::Diagonal => 2 * (d - 1 - i),
+        // Rows d−1 … i+1 come first; row j holds j + 2 terms.
+        CovKind::Full => (i + 1..d).map(|j| j + 2).sum(),
     }
 }
 
