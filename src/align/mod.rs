@@ -12,6 +12,7 @@ pub mod decoder;
 pub mod equal;
 pub mod graph;
 
+use crate::engine::cpu::PackedModel;
 use decoder::{AcousticCosts, BestPath, DecoderOptions, FasterDecoder};
 use graph::DecodingGraph;
 
@@ -60,6 +61,85 @@ impl AcousticCosts for ScaledLoglikes<'_> {
     }
 }
 
+/// `DecodableAmDiagGmmScaled` itself: the log-likelihood of a pdf at a frame
+/// computed when the search first needs it (the CPU engine's kernels on one
+/// frame, so each value is bit-identical to the engine's batch output), kept
+/// for the rest of the frame. Forced alignment visits a few pdfs a frame, so
+/// this does a fraction of the work of scoring every pdf. Also counts the
+/// time spent computing.
+pub struct LazyLoglikes<'a> {
+    pub model: &'a PackedModel,
+    /// `frames × dim`, row-major.
+    pub feats: &'a [f32],
+    pub id2pdf: &'a [i32],
+    pub scale: f32,
+    /// Per pdf: the current frame's log-likelihood, valid where `stamp` is
+    /// the frame + 1.
+    cache: Vec<f32>,
+    stamp: Vec<u32>,
+    /// The frame, expanded; component log-likelihoods of one pdf.
+    xe: Vec<f32>,
+    comp: Vec<f32>,
+    frame: usize,
+    /// Time spent computing log-likelihoods.
+    pub busy: std::time::Duration,
+    /// Pdf log-likelihoods computed.
+    pub computed: usize,
+}
+
+impl<'a> LazyLoglikes<'a> {
+    pub fn new(model: &'a PackedModel, feats: &'a [f32], id2pdf: &'a [i32], scale: f32) -> Self {
+        let np = model.num_states();
+        LazyLoglikes {
+            model,
+            feats,
+            id2pdf,
+            scale,
+            cache: vec![0.0; np],
+            stamp: vec![0; np],
+            xe: vec![0.0; model.k],
+            comp: Vec::new(),
+            frame: usize::MAX,
+            busy: std::time::Duration::ZERO,
+            computed: 0,
+        }
+    }
+}
+
+impl AcousticCosts for LazyLoglikes<'_> {
+    fn num_frames(&self) -> usize {
+        self.feats.len() / self.model.dim.max(1)
+    }
+
+    #[inline]
+    fn cost(&self, _frame: usize, tid: i32) -> f32 {
+        -(self.scale * self.cache[self.id2pdf[tid as usize] as usize])
+    }
+
+    fn lazy(&self) -> bool {
+        true
+    }
+
+    fn prepare(&mut self, frame: usize, tids: &[i32]) {
+        let t0 = std::time::Instant::now();
+        let (d, k) = (self.model.dim, self.model.k);
+        if frame != self.frame {
+            self.frame = frame;
+            self.model.expand(&self.feats[frame * d..(frame + 1) * d], &mut self.xe[..k]);
+        }
+        let mark = frame as u32 + 1;
+        for &tid in tids {
+            let pdf = self.id2pdf[tid as usize] as usize;
+            if self.stamp[pdf] != mark {
+                self.stamp[pdf] = mark;
+                self.cache[pdf] = self.model.state_loglike(pdf, &self.xe, &mut self.comp);
+                self.computed += 1;
+            }
+        }
+        self.busy += t0.elapsed();
+    }
+}
+
 /// What became of one utterance.
 #[derive(Debug, Clone)]
 pub enum AlignOutcome {
@@ -77,7 +157,7 @@ pub enum AlignOutcome {
 /// decoder, as Kaldi reuses it).
 pub fn align_utterance(
     graph: &DecodingGraph,
-    costs: &dyn AcousticCosts,
+    costs: &mut dyn AcousticCosts,
     config: &AlignConfig,
     base: DecoderOptions,
 ) -> AlignOutcome {

@@ -70,6 +70,10 @@ impl Engine for CpuEngine {
         }
     }
 
+    fn cpu_threads(&self) -> Option<usize> {
+        Some(self.threads)
+    }
+
     fn load<'e>(&'e self, model: &AcousticModel) -> Result<Box<dyn LoadedModel + 'e>> {
         Ok(Box::new(CpuModel {
             engine: self,
@@ -203,6 +207,13 @@ impl PackedModel {
         l.resize(rows * ldo, 0.0);
         kernels::loglikes(rows, self.k, xe, self.k, a, bias, np, l, ldo);
         ldo
+    }
+
+    /// The log-likelihood of state `s` for one expanded frame `xe` (`comp`:
+    /// scratch); bit-identical to that element of [`Self::score_block`].
+    pub fn state_loglike(&self, s: usize, xe: &[f32], comp: &mut Vec<f32>) -> f32 {
+        let ldo = self.component_block(s, 1, xe, comp);
+        kernels::log_sum_exp(&comp[..ldo])
     }
 
     /// State log-likelihoods for a block of frames into `out` (`rows × S`).
