@@ -77,8 +77,11 @@ pub struct LazyLoglikes<'a> {
     /// the frame + 1.
     cache: Vec<f32>,
     stamp: Vec<u32>,
-    /// The frame, expanded; component log-likelihoods of one pdf.
+    /// The frame, expanded; the pdfs to compute, their values, and scratch.
     xe: Vec<f32>,
+    todo: Vec<u32>,
+    values: Vec<f32>,
+    panels: Vec<u32>,
     comp: Vec<f32>,
     frame: usize,
     /// Time spent computing log-likelihoods.
@@ -98,6 +101,9 @@ impl<'a> LazyLoglikes<'a> {
             cache: vec![0.0; np],
             stamp: vec![0; np],
             xe: vec![0.0; model.k],
+            todo: Vec::new(),
+            values: Vec::new(),
+            panels: Vec::new(),
             comp: Vec::new(),
             frame: usize::MAX,
             busy: std::time::Duration::ZERO,
@@ -128,14 +134,20 @@ impl AcousticCosts for LazyLoglikes<'_> {
             self.model.expand(&self.feats[frame * d..(frame + 1) * d], &mut self.xe[..k]);
         }
         let mark = frame as u32 + 1;
+        self.todo.clear();
         for &tid in tids {
             let pdf = self.id2pdf[tid as usize] as usize;
             if self.stamp[pdf] != mark {
                 self.stamp[pdf] = mark;
-                self.cache[pdf] = self.model.state_loglike(pdf, &self.xe, &mut self.comp);
-                self.computed += 1;
+                self.todo.push(pdf as u32);
             }
         }
+        self.values.resize(self.todo.len(), 0.0);
+        self.model.some_state_loglikes(&self.todo, &self.xe, &mut self.panels, &mut self.comp, &mut self.values);
+        for (&pdf, &v) in self.todo.iter().zip(&self.values) {
+            self.cache[pdf as usize] = v;
+        }
+        self.computed += self.todo.len();
         self.busy += t0.elapsed();
     }
 }

@@ -209,11 +209,32 @@ impl PackedModel {
         ldo
     }
 
-    /// The log-likelihood of state `s` for one expanded frame `xe` (`comp`:
-    /// scratch); bit-identical to that element of [`Self::score_block`].
-    pub fn state_loglike(&self, s: usize, xe: &[f32], comp: &mut Vec<f32>) -> f32 {
-        let ldo = self.component_block(s, 1, xe, comp);
-        kernels::log_sum_exp(&comp[..ldo])
+    /// The log-likelihoods of `states` for one expanded frame `xe` into `out`
+    /// (one per state; `panels`, `comp`: scratch); each bit-identical to
+    /// that element of [`Self::score_block`].
+    pub fn some_state_loglikes(
+        &self,
+        states: &[u32],
+        xe: &[f32],
+        panels: &mut Vec<u32>,
+        comp: &mut Vec<f32>,
+        out: &mut [f32],
+    ) {
+        panels.clear();
+        for &s in states {
+            let (p0, p1) = (self.panel_offsets[s as usize], self.panel_offsets[s as usize + 1]);
+            panels.extend(p0 as u32..p1 as u32);
+        }
+        comp.clear();
+        comp.resize(panels.len() * LANES, 0.0);
+        kernels::gathered_loglikes(self.k, xe, &self.a, &self.bias, panels, comp);
+        let mut at = 0;
+        for (&s, o) in states.iter().zip(out.iter_mut()) {
+            let n = (self.panel_offsets[s as usize + 1] - self.panel_offsets[s as usize]) * LANES;
+            // Whole panels: virtual lanes are −∞ and add exactly 0.
+            *o = kernels::log_sum_exp(&comp[at..at + n]);
+            at += n;
+        }
     }
 
     /// State log-likelihoods for a block of frames into `out` (`rows × S`).
