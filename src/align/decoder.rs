@@ -83,6 +83,8 @@ struct TokenList {
     buckets: Vec<Bucket>,
     hash_size: usize,
     bucket_tail: u32,
+    /// The previous frame's element arena, emptied, for reuse.
+    spare: Vec<Elem>,
 }
 
 impl TokenList {
@@ -93,6 +95,7 @@ impl TokenList {
             buckets: Vec::new(),
             hash_size: 0,
             bucket_tail: NONE,
+            spare: Vec::new(),
         };
         l.set_size(1000);
         l
@@ -121,7 +124,14 @@ impl TokenList {
         }
         self.bucket_tail = NONE;
         let head = std::mem::replace(&mut self.head, NONE);
-        (std::mem::take(&mut self.elems), head)
+        let fresh = std::mem::take(&mut self.spare);
+        (std::mem::replace(&mut self.elems, fresh), head)
+    }
+
+    /// Hand back the elements [`Self::clear`] returned, for reuse.
+    fn recycle(&mut self, mut elems: Vec<Elem>) {
+        elems.clear();
+        self.spare = elems;
     }
 
     /// `Insert` (find-or-insert): the element of `key`, and whether it is new.
@@ -207,9 +217,11 @@ impl<'g> FasterDecoder<'g> {
     }
 
     /// `Decode`: every frame of `ac`.
-    pub fn decode(&mut self, ac: &mut dyn AcousticCosts) {
-        self.toks.clear();
+    pub fn decode<A: AcousticCosts + ?Sized>(&mut self, ac: &mut A) {
+        let elems = self.toks.clear().0;
+        self.toks.recycle(elems);
         self.tokens.clear();
+        self.tokens.reserve(ac.num_frames() * 8);
         let start = self.graph.start;
         let t = self.new_token(0.0, 0, 0.0, NONE);
         self.toks.insert(start, t);
@@ -280,9 +292,16 @@ impl<'g> FasterDecoder<'g> {
         }
     }
 
-    fn process_emitting(&mut self, ac: &mut dyn AcousticCosts, frame: usize) -> f64 {
+    fn process_emitting<A: AcousticCosts + ?Sized>(&mut self, ac: &mut A, frame: usize) -> f64 {
         let (last, head) = self.toks.clear();
-        let (weight_cutoff, adaptive_beam, best_elem, tok_cnt) = self.get_cutoff(&last, head);
+        let next_cutoff = self.expand_emitting(ac, frame, &last, head);
+        self.toks.recycle(last);
+        next_cutoff
+    }
+
+    /// `ProcessEmitting` over the previous frame's elements `last`.
+    fn expand_emitting<A: AcousticCosts + ?Sized>(&mut self, ac: &mut A, frame: usize, last: &[Elem], head: u32) -> f64 {
+        let (weight_cutoff, adaptive_beam, best_elem, tok_cnt) = self.get_cutoff(last, head);
         // PossiblyResizeHash.
         let new_sz = (tok_cnt as f32 * self.opts.hash_ratio) as usize;
         if new_sz > self.toks.hash_size {
@@ -290,10 +309,10 @@ impl<'g> FasterDecoder<'g> {
         }
         let graph = self.graph;
         if ac.lazy() {
-            self.collect_tids(&last, head, weight_cutoff, best_elem);
+            self.collect_tids(last, head, weight_cutoff, best_elem);
             ac.prepare(frame, &self.tids);
         }
-        let ac: &dyn AcousticCosts = ac;
+        let ac: &A = ac;
         let ab = adaptive_beam as f64;
         let mut next_cutoff = f64::INFINITY;
         if best_elem != NONE {
