@@ -35,9 +35,21 @@ impl Default for DecoderOptions {
 
 /// Per-frame acoustic costs: `cost(frame, tid)` = −(scaled log-likelihood
 /// of the transition-id's pdf), Kaldi's `-decodable->LogLikelihood`.
+///
+/// A source that computes costs on demand (only the pdfs the search reaches,
+/// as Kaldi's decodable does) says so with [`Self::lazy`]; the decoder then
+/// calls [`Self::prepare`] before each frame's costs with every
+/// transition-id it will ask for: those of the emitting arcs out of the
+/// tokens within the frame's cutoff, the set Kaldi's decodable is asked for.
 pub trait AcousticCosts {
     fn num_frames(&self) -> usize;
     fn cost(&self, frame: usize, tid: i32) -> f32;
+    /// Whether [`Self::prepare`] must be called before a frame's costs.
+    fn lazy(&self) -> bool {
+        false
+    }
+    /// Make the costs of `tids` at `frame` ready.
+    fn prepare(&mut self, _frame: usize, _tids: &[i32]) {}
 }
 
 const NONE: u32 = u32::MAX;
@@ -71,6 +83,8 @@ struct TokenList {
     buckets: Vec<Bucket>,
     hash_size: usize,
     bucket_tail: u32,
+    /// The previous frame's element arena, emptied, for reuse.
+    spare: Vec<Elem>,
 }
 
 impl TokenList {
@@ -81,6 +95,7 @@ impl TokenList {
             buckets: Vec::new(),
             hash_size: 0,
             bucket_tail: NONE,
+            spare: Vec::new(),
         };
         l.set_size(1000);
         l
@@ -109,7 +124,14 @@ impl TokenList {
         }
         self.bucket_tail = NONE;
         let head = std::mem::replace(&mut self.head, NONE);
-        (std::mem::take(&mut self.elems), head)
+        let fresh = std::mem::take(&mut self.spare);
+        (std::mem::replace(&mut self.elems, fresh), head)
+    }
+
+    /// Hand back the elements [`Self::clear`] returned, for reuse.
+    fn recycle(&mut self, mut elems: Vec<Elem>) {
+        elems.clear();
+        self.spare = elems;
     }
 
     /// `Insert` (find-or-insert): the element of `key`, and whether it is new.
@@ -167,6 +189,8 @@ pub struct FasterDecoder<'g> {
     tokens: Vec<Token>,
     queue: Vec<u32>,
     tmp: Vec<f64>,
+    /// Transition-ids of a frame for a lazy cost source.
+    tids: Vec<i32>,
 }
 
 impl<'g> FasterDecoder<'g> {
@@ -178,6 +202,7 @@ impl<'g> FasterDecoder<'g> {
             tokens: Vec::new(),
             queue: Vec::new(),
             tmp: Vec::new(),
+            tids: Vec::new(),
         }
     }
 
@@ -196,9 +221,11 @@ impl<'g> FasterDecoder<'g> {
     }
 
     /// `Decode`: every frame of `ac`.
-    pub fn decode(&mut self, ac: &dyn AcousticCosts) {
-        self.toks.clear();
+    pub fn decode<A: AcousticCosts + ?Sized>(&mut self, ac: &mut A) {
+        let elems = self.toks.clear().0;
+        self.toks.recycle(elems);
         self.tokens.clear();
+        self.tokens.reserve(ac.num_frames() * 8);
         let start = self.graph.start;
         let t = self.new_token(0.0, 0, 0.0, NONE);
         self.toks.insert(start, t);
@@ -269,15 +296,27 @@ impl<'g> FasterDecoder<'g> {
         }
     }
 
-    fn process_emitting(&mut self, ac: &dyn AcousticCosts, frame: usize) -> f64 {
+    fn process_emitting<A: AcousticCosts + ?Sized>(&mut self, ac: &mut A, frame: usize) -> f64 {
         let (last, head) = self.toks.clear();
-        let (weight_cutoff, adaptive_beam, best_elem, tok_cnt) = self.get_cutoff(&last, head);
+        let next_cutoff = self.expand_emitting(ac, frame, &last, head);
+        self.toks.recycle(last);
+        next_cutoff
+    }
+
+    /// `ProcessEmitting` over the previous frame's elements `last`.
+    fn expand_emitting<A: AcousticCosts + ?Sized>(&mut self, ac: &mut A, frame: usize, last: &[Elem], head: u32) -> f64 {
+        let (weight_cutoff, adaptive_beam, best_elem, tok_cnt) = self.get_cutoff(last, head);
         // PossiblyResizeHash.
         let new_sz = (tok_cnt as f32 * self.opts.hash_ratio) as usize;
         if new_sz > self.toks.hash_size {
             self.toks.set_size(new_sz);
         }
         let graph = self.graph;
+        if ac.lazy() {
+            self.collect_tids(last, head, weight_cutoff, best_elem);
+            ac.prepare(frame, &self.tids);
+        }
+        let ac: &A = ac;
         let ab = adaptive_beam as f64;
         let mut next_cutoff = f64::INFINITY;
         if best_elem != NONE {
@@ -323,6 +362,27 @@ impl<'g> FasterDecoder<'g> {
             e = el.tail;
         }
         next_cutoff
+    }
+
+    /// The transition-ids `process_emitting` will ask costs for: the emitting
+    /// arcs of the best element and of every element within `cutoff`.
+    fn collect_tids(&mut self, elems: &[Elem], head: u32, cutoff: f64, best: u32) {
+        self.tids.clear();
+        let graph = self.graph;
+        let push = |key: u32, tids: &mut Vec<i32>| {
+            tids.extend(graph.arcs_of(key).iter().filter(|a| a.ilabel != 0).map(|a| a.ilabel))
+        };
+        if best != NONE {
+            push(elems[best as usize].key, &mut self.tids);
+        }
+        let mut e = head;
+        while e != NONE {
+            let el = elems[e as usize];
+            if self.tokens[el.tok as usize].cost < cutoff {
+                push(el.key, &mut self.tids);
+            }
+            e = el.tail;
+        }
     }
 
     fn process_nonemitting(&mut self, cutoff: f64) {

@@ -37,7 +37,9 @@ fn err(e: impl std::fmt::Display) -> Error {
 }
 
 /// Every entry of a table, in order.
-fn read_all<H: amtool_formats::kaldi::holder::Holder>(spec: &str) -> Result<Vec<(String, H)>> {
+pub(super) fn read_all<H: amtool_formats::kaldi::holder::Holder>(
+    spec: &str,
+) -> Result<Vec<(String, H)>> {
     let mut r = SequentialTableReader::<H>::open(spec).map_err(err)?;
     let mut out = Vec::new();
     while let Some(e) = r.next_entry().map_err(err)? {

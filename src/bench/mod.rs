@@ -13,6 +13,7 @@
 //! first frames of the input — as many as keep the f64 reference cheap, at
 //! most `check_frames`; the per-output figures go to stderr.
 
+pub mod align;
 pub mod e2e;
 pub mod json;
 pub mod lattice;
@@ -31,7 +32,7 @@ use json::Json;
 use random::Rng;
 
 /// The cases, in the README's order.
-pub const CASES: [&str; 9] = [
+pub const CASES: [&str; 10] = [
     "estep_seed000",
     "score_seed002",
     "score_seed002_var",
@@ -41,6 +42,7 @@ pub const CASES: [&str; 9] = [
     "score_ark",
     "estep_fullcov",
     "score_lattice",
+    "align_ark",
 ];
 
 /// Sizes and run options; `None` keeps the papers' size.
@@ -96,6 +98,7 @@ pub fn run_case(
         "score_ark" => e2e::score_ark(engine, cfg, emit),
         "estep_fullcov" => estep_kind(engine, cfg, CovKind::Full, emit),
         "score_lattice" => lattice::score_lattice(engine, cfg, emit),
+        "align_ark" => align::align_ark(engine, cfg, emit),
         "read_ark" | "read_ark_compressed" => read::run(name, cfg, emit),
         "startup" => startup::startup(cfg, cfg.jobs, emit),
         _ => Err(Error::Usage(format!(

@@ -20,9 +20,16 @@ use amtool_formats::kaldi::table::{RandomAccessTableReader, SequentialTableReade
 
 use super::engine_args::EngineArgs;
 use super::KaldiStandard;
+use std::time::Instant;
+
+use amtool_formats::kaldi::transition::TransitionModel;
+
 use crate::align::decoder::DecoderOptions;
 use crate::align::graph::{add_transition_probs, make_careful, transition_costs, DecodingGraph};
-use crate::align::{align_utterance, AlignConfig, AlignOutcome, ScaledLoglikes};
+use crate::align::{align_utterance, AlignConfig, AlignOutcome, LazyLoglikes, ScaledLoglikes};
+use crate::engine::cpu::{CpuEngine, PackedModel};
+use crate::engine::Engine;
+use crate::model::AcousticModel;
 use crate::score::likes::{state_loglikes_batch, BATCH_FRAMES, BATCH_VALUES};
 use crate::score::model_file::ModelFile;
 use crate::stats::fmt_g;
@@ -102,14 +109,22 @@ struct Pending {
     feats: Matrix<f32>,
 }
 
-/// Counts behind Kaldi's summary lines.
-#[derive(Default)]
-struct Totals {
-    done: usize,
-    err: usize,
-    retried: usize,
-    like: f64,
-    frames: i64,
+/// Counts behind Kaldi's summary lines, and where the time went.
+#[derive(Debug, Default, Clone)]
+pub struct Totals {
+    pub done: usize,
+    pub err: usize,
+    pub retried: usize,
+    pub like: f64,
+    pub frames: i64,
+    /// Wall seconds computing log-likelihoods: the engine calls, or (CPU
+    /// engine, computed as the search needs them) the searches' wall time
+    /// times the share of their thread time spent computing.
+    pub likes_seconds: f64,
+    /// Wall seconds of the searches, likelihoods excluded.
+    pub search_seconds: f64,
+    /// Pdf log-likelihoods computed (frames × pdfs when all are scored).
+    pub pdf_evals: u64,
 }
 
 struct Writers {
@@ -127,30 +142,60 @@ fn optional_writer<H: amtool_formats::kaldi::holder::Holder>(
     TableWriter::open(w).map(Some).map_err(|e| e.to_string())
 }
 
-fn align(args: &AlignArgs) -> Result<i32, String> {
-    let config = AlignConfig {
-        beam: args.beam,
-        retry_beam: args.retry_beam,
-        careful: args.careful,
-    };
-    config.check()?;
-    let opts = DecoderOptions {
-        beam: args.beam,
-        max_active: args.max_active,
-        min_active: args.min_active,
-        beam_delta: args.beam_delta,
-        hash_ratio: args.hash_ratio,
-    };
-    if opts.hash_ratio < 1.0
-        || opts.max_active <= 1
-        || opts.min_active < 0
-        || opts.min_active >= opts.max_active
-    {
-        return Err(format!(
-            "bad decoder options: --hash-ratio {} (≥ 1), --max-active {} (> 1), --min-active {} (0 ≤ n < max-active)",
-            opts.hash_ratio, opts.max_active, opts.min_active
-        ));
+/// The tables of one alignment job (rspecifiers and wspecifiers; "" or
+/// `None`: not written).
+pub struct AlignTables<'a> {
+    pub graphs: &'a str,
+    pub features: &'a str,
+    pub alignments: &'a str,
+    pub scores: Option<&'a str>,
+    pub per_frame: &'a str,
+}
+
+/// The search options of one alignment job.
+#[derive(Debug, Clone, Copy)]
+pub struct AlignSettings {
+    pub config: AlignConfig,
+    pub decoder: DecoderOptions,
+    pub acoustic_scale: f32,
+    pub transition_scale: f32,
+    pub self_loop_scale: f32,
+}
+
+impl AlignSettings {
+    fn from_args(args: &AlignArgs) -> Result<Self, String> {
+        let config = AlignConfig {
+            beam: args.beam,
+            retry_beam: args.retry_beam,
+            careful: args.careful,
+        };
+        config.check()?;
+        let decoder = DecoderOptions {
+            beam: args.beam,
+            max_active: args.max_active,
+            min_active: args.min_active,
+            beam_delta: args.beam_delta,
+            hash_ratio: args.hash_ratio,
+        };
+        let o = decoder;
+        if o.hash_ratio < 1.0 || o.max_active <= 1 || o.min_active < 0 || o.min_active >= o.max_active {
+            return Err(format!(
+                "bad decoder options: --hash-ratio {} (≥ 1), --max-active {} (> 1), --min-active {} (0 ≤ n < max-active)",
+                o.hash_ratio, o.max_active, o.min_active
+            ));
+        }
+        Ok(AlignSettings {
+            config,
+            decoder,
+            acoustic_scale: args.acoustic_scale,
+            transition_scale: args.transition_scale,
+            self_loop_scale: args.self_loop_scale,
+        })
     }
+}
+
+fn align(args: &AlignArgs) -> Result<i32, String> {
+    let settings = AlignSettings::from_args(args)?;
     let file = ModelFile::read(&args.model).map_err(|e| e.to_string())?;
     let ModelFile::Am(KaldiModel { trans, .. }) = &file else {
         return Err(format!(
@@ -159,19 +204,70 @@ fn align(args: &AlignArgs) -> Result<i32, String> {
         ));
     };
     let model = file.acoustic_model();
-    let costs = transition_costs(trans, args.transition_scale, args.self_loop_scale);
     // Every frame is scored against every pdf's Gaussians.
     let all = model.num_gaussians() as f64;
     let engine = args.engine.engine_for(&args.features, &model, all)?;
-    let mut loaded = engine.load(&model).map_err(|e| e.to_string())?;
+    let tables = AlignTables {
+        graphs: &args.graphs,
+        features: &args.features,
+        alignments: &args.alignments,
+        scores: args.scores.as_deref(),
+        per_frame: &args.write_per_frame_acoustic_loglikes,
+    };
+    let tot = align_tables(engine.as_ref(), trans, &model, &tables, &settings)?;
+    kaldi_log!(
+        "Overall log-likelihood per frame is {} over {} frames.",
+        fmt_g(tot.like / tot.frames as f64),
+        tot.frames
+    );
+    kaldi_log!("Retried {} out of {} utterances.", tot.retried, tot.done + tot.err);
+    kaldi_log!("Done {}, errors on {}", tot.done, tot.err);
+    Ok(if tot.done != 0 { 0 } else { 1 })
+}
+
+/// Where a batch's log-likelihoods come from.
+enum Likelihoods<'e> {
+    /// Every pdf of the batch's frames in one engine call (the GPU).
+    Engine(Box<dyn crate::engine::LoadedModel + 'e>),
+    /// The CPU engine's kernels, each pdf when the search first needs it,
+    /// on a pool of the engine's threads.
+    Lazy(PackedModel, rayon::ThreadPool),
+}
+
+impl<'e> Likelihoods<'e> {
+    fn new(engine: &'e dyn Engine, model: &AcousticModel) -> Result<Self, String> {
+        let Some(threads) = engine.cpu_threads() else {
+            return Ok(Likelihoods::Engine(engine.load(model).map_err(|e| e.to_string())?));
+        };
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("amtool-align-{i}"))
+            .build()
+            .map_err(|e| format!("cannot start the alignment threads: {e}"))?;
+        Ok(Likelihoods::Lazy(CpuEngine::pack(model).map_err(|e| e.to_string())?, pool))
+    }
+}
+
+/// gmm-align-compiled's work on `engine`: every graph of `tables.graphs` in
+/// order, its features looked up by key, outputs and per-utterance log lines
+/// written; returns the counts (the caller logs the summary).
+pub fn align_tables(
+    engine: &dyn Engine,
+    trans: &TransitionModel,
+    model: &AcousticModel,
+    tables: &AlignTables<'_>,
+    settings: &AlignSettings,
+) -> Result<Totals, String> {
+    let costs = transition_costs(trans, settings.transition_scale, settings.self_loop_scale);
+    let mut likes = Likelihoods::new(engine, model)?;
     let mut graphs =
-        SequentialTableReader::<StdVectorFst>::open(&args.graphs).map_err(|e| e.to_string())?;
+        SequentialTableReader::<StdVectorFst>::open(tables.graphs).map_err(|e| e.to_string())?;
     let mut feats =
-        RandomAccessTableReader::<Matrix<f32>>::open(&args.features).map_err(|e| e.to_string())?;
+        RandomAccessTableReader::<Matrix<f32>>::open(tables.features).map_err(|e| e.to_string())?;
     let mut out = Writers {
-        ali: TableWriter::open(&args.alignments).map_err(|e| e.to_string())?,
-        scores: optional_writer(args.scores.as_deref().unwrap_or(""))?,
-        per_frame: optional_writer(&args.write_per_frame_acoustic_loglikes)?,
+        ali: TableWriter::open(tables.alignments).map_err(|e| e.to_string())?,
+        scores: optional_writer(tables.scores.unwrap_or(""))?,
+        per_frame: optional_writer(tables.per_frame)?,
     };
     let mut tot = Totals::default();
     let mut batch: Vec<Pending> = Vec::new();
@@ -197,7 +293,7 @@ fn align(args: &AlignArgs) -> Result<i32, String> {
             }
             let m = m.clone();
             add_transition_probs(&mut fst, &costs).map_err(|e| format!("utterance {key}: {e}"))?;
-            if config.careful {
+            if settings.config.careful {
                 make_careful(&mut fst);
             }
             let Some(graph) = DecodingGraph::pack(&fst) else {
@@ -206,26 +302,11 @@ fn align(args: &AlignArgs) -> Result<i32, String> {
                 continue;
             };
             batch_frames += m.rows();
-            batch.push(Pending {
-                key,
-                graph,
-                feats: m,
-            });
+            batch.push(Pending { key, graph, feats: m });
         }
-        if !batch.is_empty()
-            && (end || batch_frames >= BATCH_FRAMES || batch_frames * np >= BATCH_VALUES)
-        {
-            align_batch(
-                &mut batch,
-                loaded.as_mut(),
-                &model,
-                trans.id2pdf(),
-                args,
-                &config,
-                opts,
-                &mut out,
-                &mut tot,
-            )?;
+        if !batch.is_empty() && (end || batch_frames >= BATCH_FRAMES || batch_frames * np >= BATCH_VALUES) {
+            let outcomes = search_batch(&batch, &mut likes, model, trans.id2pdf(), settings, &mut tot)?;
+            write_batch(&mut batch, outcomes, settings, &mut out, &mut tot)?;
             batch_frames = 0;
         }
         if end {
@@ -239,50 +320,77 @@ fn align(args: &AlignArgs) -> Result<i32, String> {
     if let Some(w) = out.per_frame {
         w.close().map_err(|e| e.to_string())?;
     }
-    kaldi_log!(
-        "Overall log-likelihood per frame is {} over {} frames.",
-        fmt_g(tot.like / tot.frames as f64),
-        tot.frames
-    );
-    kaldi_log!(
-        "Retried {} out of {} utterances.",
-        tot.retried,
-        tot.done + tot.err
-    );
-    kaldi_log!("Done {}, errors on {}", tot.done, tot.err);
-    Ok(if tot.done != 0 { 0 } else { 1 })
+    Ok(tot)
 }
 
-/// Likelihoods of the whole batch in one engine call, the searches in
-/// parallel, then outputs and log lines in input order.
-#[allow(clippy::too_many_arguments)]
-fn align_batch(
-    batch: &mut Vec<Pending>,
-    loaded: &mut dyn crate::engine::LoadedModel,
-    model: &crate::model::AcousticModel,
+/// The batch's searches in parallel, with its likelihoods from the engine
+/// (one call) or computed as the searches need them; adds the time split
+/// to `tot`.
+fn search_batch(
+    batch: &[Pending],
+    likes: &mut Likelihoods<'_>,
+    model: &AcousticModel,
     id2pdf: &[i32],
-    args: &AlignArgs,
-    config: &AlignConfig,
-    opts: DecoderOptions,
+    s: &AlignSettings,
+    tot: &mut Totals,
+) -> Result<Vec<AlignOutcome>, String> {
+    let np = model.num_states();
+    let t0 = Instant::now();
+    match likes {
+        Likelihoods::Engine(loaded) => {
+            let data: Vec<&[f32]> = batch.iter().map(|p| p.feats.data()).collect();
+            let ll = state_loglikes_batch(loaded.as_mut(), &data, model.dim).map_err(|e| e.to_string())?;
+            let t1 = Instant::now();
+            let outcomes = batch
+                .par_iter()
+                .zip(ll.par_iter())
+                .map(|(p, ll)| {
+                    let mut costs = ScaledLoglikes {
+                        loglikes: ll,
+                        num_pdfs: np,
+                        id2pdf,
+                        scale: s.acoustic_scale,
+                    };
+                    align_utterance(&p.graph, &mut costs, &s.config, s.decoder)
+                })
+                .collect();
+            tot.likes_seconds += (t1 - t0).as_secs_f64();
+            tot.search_seconds += t1.elapsed().as_secs_f64();
+            tot.pdf_evals += (ll.iter().map(Vec::len).sum::<usize>()) as u64;
+            Ok(outcomes)
+        }
+        Likelihoods::Lazy(packed, pool) => {
+            let packed = &*packed;
+            let done: Vec<(AlignOutcome, f64, f64, usize)> = pool.install(|| {
+                batch
+                    .par_iter()
+                    .map(|p| {
+                        let t = Instant::now();
+                        let mut costs = LazyLoglikes::new(packed, p.feats.data(), id2pdf, s.acoustic_scale);
+                        let o = align_utterance(&p.graph, &mut costs, &s.config, s.decoder);
+                        (o, t.elapsed().as_secs_f64(), costs.busy.as_secs_f64(), costs.computed)
+                    })
+                    .collect()
+            });
+            let wall = t0.elapsed().as_secs_f64();
+            let (all, busy): (f64, f64) = done.iter().fold((0.0, 0.0), |a, d| (a.0 + d.1, a.1 + d.2));
+            let share = if all > 0.0 { busy / all } else { 0.0 };
+            tot.likes_seconds += wall * share;
+            tot.search_seconds += wall * (1.0 - share);
+            tot.pdf_evals += done.iter().map(|d| d.3 as u64).sum::<u64>();
+            Ok(done.into_iter().map(|d| d.0).collect())
+        }
+    }
+}
+
+/// Outputs and log lines of a searched batch, in input order.
+fn write_batch(
+    batch: &mut Vec<Pending>,
+    outcomes: Vec<AlignOutcome>,
+    s: &AlignSettings,
     out: &mut Writers,
     tot: &mut Totals,
 ) -> Result<(), String> {
-    let np = model.num_states();
-    let data: Vec<&[f32]> = batch.iter().map(|p| p.feats.data()).collect();
-    let likes = state_loglikes_batch(loaded, &data, model.dim).map_err(|e| e.to_string())?;
-    let outcomes: Vec<AlignOutcome> = batch
-        .par_iter()
-        .zip(likes.par_iter())
-        .map(|(p, ll)| {
-            let costs = ScaledLoglikes {
-                loglikes: ll,
-                num_pdfs: np,
-                id2pdf,
-                scale: args.acoustic_scale,
-            };
-            align_utterance(&p.graph, &costs, config, opts)
-        })
-        .collect();
     for (p, outcome) in batch.drain(..).zip(outcomes) {
         let key = &p.key;
         // This Kaldi build logs each utterance's key before aligning it.
@@ -292,40 +400,28 @@ fn align_batch(
         };
         if retried {
             tot.retried += 1;
-            kaldi_warn!(
-                "Retrying utterance {key} with beam {}",
-                fmt_g(config.retry_beam as f64)
-            );
+            kaldi_warn!("Retrying utterance {key} with beam {}", fmt_g(s.config.retry_beam as f64));
         }
         let path = match outcome {
             AlignOutcome::Failed { .. } => {
-                kaldi_warn!(
-                    "Did not successfully decode file {key}, len = {}",
-                    p.feats.rows()
-                );
+                kaldi_warn!("Did not successfully decode file {key}, len = {}", p.feats.rows());
                 tot.err += 1;
                 continue;
             }
             AlignOutcome::Done { path, .. } => path,
         };
         let (g, a) = path.total_weight();
-        let like = -(g + a) / args.acoustic_scale;
+        let like = -(g + a) / s.acoustic_scale;
         tot.done += 1;
         tot.like += like as f64;
         tot.frames += p.feats.rows() as i64;
-        out.ali
-            .write(key, &Int32Vector(path.alignment()))
-            .map_err(|e| e.to_string())?;
+        out.ali.write(key, &Int32Vector(path.alignment())).map_err(|e| e.to_string())?;
         if let Some(w) = out.scores.as_mut() {
             w.write(key, &Basic(-(g + a))).map_err(|e| e.to_string())?;
         }
         if let Some(w) = out.per_frame.as_mut() {
-            let scale = -1.0 / args.acoustic_scale;
-            let v: Vec<f32> = path
-                .per_frame_acoustic_costs()
-                .iter()
-                .map(|c| c * scale)
-                .collect();
+            let scale = -1.0 / s.acoustic_scale;
+            let v: Vec<f32> = path.per_frame_acoustic_costs().iter().map(|c| c * scale).collect();
             w.write(key, &Vector::new(v)).map_err(|e| e.to_string())?;
         }
     }

@@ -13,7 +13,8 @@ pub struct BenchArgs {
     pub engine: String,
     /// Case to run (repeatable; default: all engine cases): estep_seed000, score_seed002,
     /// score_seed002_var, fullcov_score_seed001, acc_ali, acc_stats_ark, score_ark,
-    /// estep_fullcov, score_lattice (reads testdata/: run from the source folder); and the
+    /// estep_fullcov, score_lattice, align_ark (these two read testdata/: run from the source
+    /// folder; align_ark keeps its archives and models in --path when given); and the
     /// feature-archive read
     /// cases (never by default; they write --frames x --dim floats, ~1 GB): read_ark,
     /// read_ark_compressed; and startup (never by default: amtool acc-stats processes on a
@@ -75,12 +76,12 @@ pub fn run(args: &BenchArgs) -> i32 {
         let here = bench::lattice::data_present();
         if !here {
             crate::kaldi_log!(
-                "score_lattice left out: no testdata/kaldi here (run from the source folder)"
+                "score_lattice and align_ark left out: no testdata/kaldi here (run from the source folder)"
             );
         }
         bench::CASES
             .iter()
-            .filter(|c| here || **c != "score_lattice")
+            .filter(|c| here || !["score_lattice", "align_ark"].contains(c))
             .map(|s| s.to_string())
             .collect()
     } else {

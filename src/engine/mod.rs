@@ -68,6 +68,12 @@ pub trait Engine: Send + Sync {
     fn device(&self) -> String;
     /// Lay the model out for this engine (and copy it to the device).
     fn load<'e>(&'e self, model: &AcousticModel) -> Result<Box<dyn LoadedModel + 'e>>;
+    /// The CPU engine's thread count (`None` for a device): callers that
+    /// run the CPU kernels themselves (alignment's on-demand likelihoods)
+    /// use as many threads.
+    fn cpu_threads(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// A model laid out on an engine. All outputs are in the model's original state

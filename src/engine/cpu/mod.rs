@@ -78,6 +78,10 @@ impl Engine for CpuEngine {
         }
     }
 
+    fn cpu_threads(&self) -> Option<usize> {
+        Some(self.threads)
+    }
+
     fn load<'e>(&'e self, model: &AcousticModel) -> Result<Box<dyn LoadedModel + 'e>> {
         Ok(Box::new(CpuModel {
             engine: self,
@@ -212,6 +216,34 @@ impl PackedModel {
         l.resize(rows * ldo, 0.0);
         kernels::loglikes(rows, self.k, xe, self.k, a, bias, np, l, ldo);
         ldo
+    }
+
+    /// The log-likelihoods of `states` for one expanded frame `xe` into `out`
+    /// (one per state; `panels`, `comp`: scratch); each bit-identical to
+    /// that element of [`Self::score_block`].
+    pub fn some_state_loglikes(
+        &self,
+        states: &[u32],
+        xe: &[f32],
+        panels: &mut Vec<u32>,
+        comp: &mut Vec<f32>,
+        out: &mut [f32],
+    ) {
+        panels.clear();
+        for &s in states {
+            let (p0, p1) = (self.panel_offsets[s as usize], self.panel_offsets[s as usize + 1]);
+            panels.extend(p0 as u32..p1 as u32);
+        }
+        comp.clear();
+        comp.resize(panels.len() * LANES, 0.0);
+        kernels::gathered_loglikes(self.k, xe, &self.a, &self.bias, panels, comp);
+        let mut at = 0;
+        for (&s, o) in states.iter().zip(out.iter_mut()) {
+            let n = (self.panel_offsets[s as usize + 1] - self.panel_offsets[s as usize]) * LANES;
+            // Whole panels: virtual lanes are −∞ and add exactly 0.
+            *o = kernels::log_sum_exp(&comp[at..at + n]);
+            at += n;
+        }
     }
 
     /// State log-likelihoods for a block of frames into `out` (`rows × S`).
