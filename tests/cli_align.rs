@@ -48,6 +48,31 @@ fn fixture_alignment_and_log_are_kaldis() {
     );
 }
 
+/// The GPU path (every pdf of a batch's frames in one engine call, rows
+/// shared with the searches) gives Kaldi's alignments too. Without a device
+/// this passes as skipped (AMTOOL_REQUIRE_GPU=1 makes it fail).
+#[test]
+fn gpu_alignment_is_kaldis() {
+    if amtool::engine::cuda::engine_for_tests().is_none() {
+        return;
+    }
+    let d = tmp();
+    let ali = path(&d, "ali.ark");
+    ok(&[
+        "align",
+        "--use-gpu=yes",
+        "--acoustic-scale=0.1",
+        "--self-loop-scale=0.1",
+        "--beam=10",
+        "--retry-beam=40",
+        &format!("{K}/final.mdl"),
+        GRAPHS,
+        FEATS,
+        &format!("ark:{ali}"),
+    ]);
+    assert_eq!(read(&ali), gunzip(format!("{K}/acc/ali.ark.gz")));
+}
+
 #[test]
 fn careful_tight_beams_retry_and_fail_as_kaldi_reports() {
     // init.mdl (every pdf the same Gaussian), --careful, tiny beams: Kaldi

@@ -304,7 +304,13 @@ impl<'g> FasterDecoder<'g> {
     }
 
     /// `ProcessEmitting` over the previous frame's elements `last`.
-    fn expand_emitting<A: AcousticCosts + ?Sized>(&mut self, ac: &mut A, frame: usize, last: &[Elem], head: u32) -> f64 {
+    fn expand_emitting<A: AcousticCosts + ?Sized>(
+        &mut self,
+        ac: &mut A,
+        frame: usize,
+        last: &[Elem],
+        head: u32,
+    ) -> f64 {
         let (weight_cutoff, adaptive_beam, best_elem, tok_cnt) = self.get_cutoff(last, head);
         // PossiblyResizeHash.
         let new_sz = (tok_cnt as f32 * self.opts.hash_ratio) as usize;
@@ -370,7 +376,13 @@ impl<'g> FasterDecoder<'g> {
         self.tids.clear();
         let graph = self.graph;
         let push = |key: u32, tids: &mut Vec<i32>| {
-            tids.extend(graph.arcs_of(key).iter().filter(|a| a.ilabel != 0).map(|a| a.ilabel))
+            tids.extend(
+                graph
+                    .arcs_of(key)
+                    .iter()
+                    .filter(|a| a.ilabel != 0)
+                    .map(|a| a.ilabel),
+            )
         };
         if best != NONE {
             push(elems[best as usize].key, &mut self.tids);

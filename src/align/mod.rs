@@ -133,7 +133,8 @@ impl AcousticCosts for LazyLoglikes<'_> {
         let (d, k) = (self.model.dim, self.model.k);
         if frame != self.frame {
             self.frame = frame;
-            self.model.expand(&self.feats[frame * d..(frame + 1) * d], &mut self.xe[..k]);
+            self.model
+                .expand(&self.feats[frame * d..(frame + 1) * d], &mut self.xe[..k]);
         }
         let mark = frame as u32 + 1;
         self.todo.clear();
@@ -145,7 +146,13 @@ impl AcousticCosts for LazyLoglikes<'_> {
             }
         }
         self.values.resize(self.todo.len(), 0.0);
-        self.model.some_state_loglikes(&self.todo, &self.xe, &mut self.panels, &mut self.comp, &mut self.values);
+        self.model.some_state_loglikes(
+            &self.todo,
+            &self.xe,
+            &mut self.panels,
+            &mut self.comp,
+            &mut self.values,
+        );
         for (&pdf, &v) in self.todo.iter().zip(&self.values) {
             self.cache[pdf as usize] = v;
         }

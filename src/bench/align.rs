@@ -94,7 +94,12 @@ fn replicate(dir: &std::path::Path, min_frames: usize) -> Result<(String, String
     }
     gw.close().map_err(err)?;
     fw.close().map_err(err)?;
-    Ok((graph_spec, feat_spec, copies * per_copy, copies * graphs.len()))
+    Ok((
+        graph_spec,
+        feat_spec,
+        copies * per_copy,
+        copies * graphs.len(),
+    ))
 }
 
 /// `g` with exactly `n` Gaussians. Fewer: split, component `i` a copy of
@@ -120,8 +125,10 @@ fn split_gaussians(g: &DiagGmm, n: usize) -> Result<DiagGmm> {
         let c = i % m;
         let copies = n / m + usize::from(c < n % m);
         out.weights.push(g.weights[c] / copies as f32);
-        out.means_invvars.extend_from_slice(&g.means_invvars[c * d..(c + 1) * d]);
-        out.inv_vars.extend_from_slice(&g.inv_vars[c * d..(c + 1) * d]);
+        out.means_invvars
+            .extend_from_slice(&g.means_invvars[c * d..(c + 1) * d]);
+        out.inv_vars
+            .extend_from_slice(&g.inv_vars[c * d..(c + 1) * d]);
     }
     out.compute_gconsts().map_err(err)?;
     Ok(out)
@@ -142,8 +149,10 @@ fn heaviest(g: &DiagGmm, n: usize) -> Result<DiagGmm> {
         inv_vars: Vec::with_capacity(n * d),
     };
     for &c in &order {
-        out.means_invvars.extend_from_slice(&g.means_invvars[c * d..(c + 1) * d]);
-        out.inv_vars.extend_from_slice(&g.inv_vars[c * d..(c + 1) * d]);
+        out.means_invvars
+            .extend_from_slice(&g.means_invvars[c * d..(c + 1) * d]);
+        out.inv_vars
+            .extend_from_slice(&g.inv_vars[c * d..(c + 1) * d]);
     }
     out.compute_gconsts().map_err(err)?;
     Ok(out)
@@ -184,7 +193,11 @@ fn time_alignment(
     Ok((timing, tot))
 }
 
-pub fn align_ark(engine: &dyn Engine, cfg: &BenchConfig, emit: &mut dyn FnMut(&Json)) -> Result<()> {
+pub fn align_ark(
+    engine: &dyn Engine,
+    cfg: &BenchConfig,
+    emit: &mut dyn FnMut(&Json),
+) -> Result<()> {
     let case = "align_ark";
     let fixture = KaldiModel::from_bytes(&std::fs::read(MODEL).map_err(err)?).map_err(err)?;
     let big = big_model(&fixture)?;
@@ -272,8 +285,13 @@ mod tests {
             AcousticModel::from_diag_gmm(g),
             AcousticModel::from_diag_gmm(&s),
         );
-        let la = crate::engine::reference::state_loglikes(&a, crate::engine::FrameBatch::new(&x, g.dim));
-        let lb = crate::engine::reference::state_loglikes(&b, crate::engine::FrameBatch::new(&x, g.dim));
-        assert!((la[0] - lb[0]).abs() < 1e-3 * la[0].abs().max(1.0), "{la:?} {lb:?}");
+        let la =
+            crate::engine::reference::state_loglikes(&a, crate::engine::FrameBatch::new(&x, g.dim));
+        let lb =
+            crate::engine::reference::state_loglikes(&b, crate::engine::FrameBatch::new(&x, g.dim));
+        assert!(
+            (la[0] - lb[0]).abs() < 1e-3 * la[0].abs().max(1.0),
+            "{la:?} {lb:?}"
+        );
     }
 }

@@ -30,7 +30,7 @@ use crate::align::{align_utterance, AlignConfig, AlignOutcome, LazyLoglikes, Sca
 use crate::engine::cpu::{CpuEngine, PackedModel};
 use crate::engine::Engine;
 use crate::model::AcousticModel;
-use crate::score::likes::{state_loglikes_batch, BATCH_FRAMES, BATCH_VALUES};
+use crate::score::likes::{BATCH_FRAMES, BATCH_VALUES};
 use crate::score::model_file::ModelFile;
 use crate::stats::fmt_g;
 use crate::{kaldi_log, kaldi_warn};
@@ -178,7 +178,11 @@ impl AlignSettings {
             hash_ratio: args.hash_ratio,
         };
         let o = decoder;
-        if o.hash_ratio < 1.0 || o.max_active <= 1 || o.min_active < 0 || o.min_active >= o.max_active {
+        if o.hash_ratio < 1.0
+            || o.max_active <= 1
+            || o.min_active < 0
+            || o.min_active >= o.max_active
+        {
             return Err(format!(
                 "bad decoder options: --hash-ratio {} (≥ 1), --max-active {} (> 1), --min-active {} (0 ≤ n < max-active)",
                 o.hash_ratio, o.max_active, o.min_active
@@ -220,15 +224,21 @@ fn align(args: &AlignArgs) -> Result<i32, String> {
         fmt_g(tot.like / tot.frames as f64),
         tot.frames
     );
-    kaldi_log!("Retried {} out of {} utterances.", tot.retried, tot.done + tot.err);
+    kaldi_log!(
+        "Retried {} out of {} utterances.",
+        tot.retried,
+        tot.done + tot.err
+    );
     kaldi_log!("Done {}, errors on {}", tot.done, tot.err);
     Ok(if tot.done != 0 { 0 } else { 1 })
 }
 
 /// Where a batch's log-likelihoods come from.
 enum Likelihoods<'e> {
-    /// Every pdf of the batch's frames in one engine call (the GPU).
-    Engine(Box<dyn crate::engine::LoadedModel + 'e>),
+    /// Every pdf of the batch's frames in one engine call (the GPU), into
+    /// buffers kept from batch to batch (gathered frames, log-likelihoods:
+    /// a batch's are up to 256 MB, and new pages cost more than the copy).
+    Engine(Box<dyn crate::engine::LoadedModel + 'e>, Vec<f32>, Vec<f32>),
     /// The CPU engine's kernels, each pdf when the search first needs it,
     /// on a pool of the engine's threads.
     Lazy(PackedModel, rayon::ThreadPool),
@@ -237,14 +247,18 @@ enum Likelihoods<'e> {
 impl<'e> Likelihoods<'e> {
     fn new(engine: &'e dyn Engine, model: &AcousticModel) -> Result<Self, String> {
         let Some(threads) = engine.cpu_threads() else {
-            return Ok(Likelihoods::Engine(engine.load(model).map_err(|e| e.to_string())?));
+            let loaded = engine.load(model).map_err(|e| e.to_string())?;
+            return Ok(Likelihoods::Engine(loaded, Vec::new(), Vec::new()));
         };
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|i| format!("amtool-align-{i}"))
             .build()
             .map_err(|e| format!("cannot start the alignment threads: {e}"))?;
-        Ok(Likelihoods::Lazy(CpuEngine::pack(model).map_err(|e| e.to_string())?, pool))
+        Ok(Likelihoods::Lazy(
+            CpuEngine::pack(model).map_err(|e| e.to_string())?,
+            pool,
+        ))
     }
 }
 
@@ -302,10 +316,23 @@ pub fn align_tables(
                 continue;
             };
             batch_frames += m.rows();
-            batch.push(Pending { key, graph, feats: m });
+            batch.push(Pending {
+                key,
+                graph,
+                feats: m,
+            });
         }
-        if !batch.is_empty() && (end || batch_frames >= BATCH_FRAMES || batch_frames * np >= BATCH_VALUES) {
-            let outcomes = search_batch(&batch, &mut likes, model, trans.id2pdf(), settings, &mut tot)?;
+        if !batch.is_empty()
+            && (end || batch_frames >= BATCH_FRAMES || batch_frames * np >= BATCH_VALUES)
+        {
+            let outcomes = search_batch(
+                &batch,
+                &mut likes,
+                model,
+                trans.id2pdf(),
+                settings,
+                &mut tot,
+            )?;
             write_batch(&mut batch, outcomes, settings, &mut out, &mut tot)?;
             batch_frames = 0;
         }
@@ -337,14 +364,32 @@ fn search_batch(
     let np = model.num_states();
     let t0 = Instant::now();
     match likes {
-        Likelihoods::Engine(loaded) => {
-            let data: Vec<&[f32]> = batch.iter().map(|p| p.feats.data()).collect();
-            let ll = state_loglikes_batch(loaded.as_mut(), &data, model.dim).map_err(|e| e.to_string())?;
+        Likelihoods::Engine(loaded, gathered, ll) => {
+            gathered.clear();
+            for p in batch {
+                gathered.extend_from_slice(p.feats.data());
+            }
+            let n = gathered.len() / model.dim.max(1) * np;
+            ll.truncate(n);
+            ll.resize(n, 0.0);
+            loaded
+                .state_loglikes(crate::engine::FrameBatch::new(gathered, model.dim), ll)
+                .map_err(|e| {
+                    let (first, last) = (&batch[0].key, &batch[batch.len() - 1].key);
+                    format!("utterances {first} .. {last}: {e}")
+                })?;
             let t1 = Instant::now();
+            let mut parts = Vec::with_capacity(batch.len());
+            let mut rest: &[f32] = ll;
+            for p in batch {
+                let (this, next) = rest.split_at(p.feats.rows() * np);
+                parts.push(this);
+                rest = next;
+            }
             let outcomes = batch
                 .par_iter()
-                .zip(ll.par_iter())
-                .map(|(p, ll)| {
+                .zip(parts.par_iter())
+                .map(|(p, &ll)| {
                     let mut costs = ScaledLoglikes {
                         loglikes: ll,
                         num_pdfs: np,
@@ -356,7 +401,7 @@ fn search_batch(
                 .collect();
             tot.likes_seconds += (t1 - t0).as_secs_f64();
             tot.search_seconds += t1.elapsed().as_secs_f64();
-            tot.pdf_evals += (ll.iter().map(Vec::len).sum::<usize>()) as u64;
+            tot.pdf_evals += n as u64;
             Ok(outcomes)
         }
         Likelihoods::Lazy(packed, pool) => {
@@ -366,14 +411,21 @@ fn search_batch(
                     .par_iter()
                     .map(|p| {
                         let t = Instant::now();
-                        let mut costs = LazyLoglikes::new(packed, p.feats.data(), id2pdf, s.acoustic_scale);
+                        let mut costs =
+                            LazyLoglikes::new(packed, p.feats.data(), id2pdf, s.acoustic_scale);
                         let o = align_utterance(&p.graph, &mut costs, &s.config, s.decoder);
-                        (o, t.elapsed().as_secs_f64(), costs.busy.as_secs_f64(), costs.computed)
+                        (
+                            o,
+                            t.elapsed().as_secs_f64(),
+                            costs.busy.as_secs_f64(),
+                            costs.computed,
+                        )
                     })
                     .collect()
             });
             let wall = t0.elapsed().as_secs_f64();
-            let (all, busy): (f64, f64) = done.iter().fold((0.0, 0.0), |a, d| (a.0 + d.1, a.1 + d.2));
+            let (all, busy): (f64, f64) =
+                done.iter().fold((0.0, 0.0), |a, d| (a.0 + d.1, a.1 + d.2));
             let share = if all > 0.0 { busy / all } else { 0.0 };
             tot.likes_seconds += wall * share;
             tot.search_seconds += wall * (1.0 - share);
@@ -400,11 +452,17 @@ fn write_batch(
         };
         if retried {
             tot.retried += 1;
-            kaldi_warn!("Retrying utterance {key} with beam {}", fmt_g(s.config.retry_beam as f64));
+            kaldi_warn!(
+                "Retrying utterance {key} with beam {}",
+                fmt_g(s.config.retry_beam as f64)
+            );
         }
         let path = match outcome {
             AlignOutcome::Failed { .. } => {
-                kaldi_warn!("Did not successfully decode file {key}, len = {}", p.feats.rows());
+                kaldi_warn!(
+                    "Did not successfully decode file {key}, len = {}",
+                    p.feats.rows()
+                );
                 tot.err += 1;
                 continue;
             }
@@ -415,13 +473,19 @@ fn write_batch(
         tot.done += 1;
         tot.like += like as f64;
         tot.frames += p.feats.rows() as i64;
-        out.ali.write(key, &Int32Vector(path.alignment())).map_err(|e| e.to_string())?;
+        out.ali
+            .write(key, &Int32Vector(path.alignment()))
+            .map_err(|e| e.to_string())?;
         if let Some(w) = out.scores.as_mut() {
             w.write(key, &Basic(-(g + a))).map_err(|e| e.to_string())?;
         }
         if let Some(w) = out.per_frame.as_mut() {
             let scale = -1.0 / s.acoustic_scale;
-            let v: Vec<f32> = path.per_frame_acoustic_costs().iter().map(|c| c * scale).collect();
+            let v: Vec<f32> = path
+                .per_frame_acoustic_costs()
+                .iter()
+                .map(|c| c * scale)
+                .collect();
             w.write(key, &Vector::new(v)).map_err(|e| e.to_string())?;
         }
     }

@@ -81,14 +81,30 @@ pub fn loglikes(
 /// bit-identical to [`loglikes`]' for that frame and panel (the same fused
 /// multiply-adds in the same order); several panels are in flight at once,
 /// so one frame is not bound by the latency of one accumulator's chain.
-pub fn gathered_loglikes(k: usize, xe: &[f32], a: &[f32], bias: &[f32], panels: &[u32], out: &mut [f32]) {
+pub fn gathered_loglikes(
+    k: usize,
+    xe: &[f32],
+    a: &[f32],
+    bias: &[f32],
+    panels: &[u32],
+    out: &mut [f32],
+) {
     assert!(xe.len() >= k && out.len() >= panels.len() * LANES);
     let np = bias.len() / LANES;
     assert!(a.len() >= np * k * LANES && panels.iter().all(|&p| (p as usize) < np));
     #[cfg(target_arch = "x86_64")]
     if has_avx2_fma() {
         // SAFETY: the CPU has AVX2 and FMA; sizes and panel indices checked above.
-        unsafe { avx2::gathered_loglikes(k, xe.as_ptr(), a.as_ptr(), bias.as_ptr(), panels, out.as_mut_ptr()) };
+        unsafe {
+            avx2::gathered_loglikes(
+                k,
+                xe.as_ptr(),
+                a.as_ptr(),
+                bias.as_ptr(),
+                panels,
+                out.as_mut_ptr(),
+            )
+        };
         return;
     }
     for (i, &p) in panels.iter().enumerate() {

@@ -231,7 +231,10 @@ impl PackedModel {
     ) {
         panels.clear();
         for &s in states {
-            let (p0, p1) = (self.panel_offsets[s as usize], self.panel_offsets[s as usize + 1]);
+            let (p0, p1) = (
+                self.panel_offsets[s as usize],
+                self.panel_offsets[s as usize + 1],
+            );
             panels.extend(p0 as u32..p1 as u32);
         }
         comp.clear();
