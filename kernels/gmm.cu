@@ -77,6 +77,25 @@ __device__ __forceinline__ float zval(const float* __restrict__ row, int k) {
     return 1.0f;
 }
 
+// z in the block-scoring order (PAIRED): for diagonal covariances the
+// linear and square terms of a dimension side by side, last dimension
+// first, the constant last — [x_{D-1}, x²_{D-1}, ..., x_0, x²_0, 1] —
+// so each dimension's two (large, cancelling) terms meet before they are
+// added to the rest, and the gconst comes last (as the CPU engine sums).
+// The host orders the block weight rows the same way (cuda/model.rs,
+// block_weights_row). Full covariances and the per-state kernels keep
+// the natural order of zval.
+template <bool PAIRED>
+__device__ __forceinline__ float zval_t(const float* __restrict__ row, int k) {
+#if FULL
+    return zval(row, k);
+#else
+    if (!PAIRED || k >= 2 * D) return zval(row, k);
+    const float v = row[D - 1 - (k >> 1)];
+    return (k & 1) ? v * v : v;
+#endif
+}
+
 // Online log-sum-exp (running max m, scaled sum s). m starts at NEG_BIG (not
 // −∞) so virtual Gaussians (v = −∞) add exp(−∞) = 0 and never make NaN.
 __device__ __forceinline__ void lse_push(float& m, float& s, float v) {
@@ -102,6 +121,7 @@ struct ZSrc {
 // Fill rows [k0, k0+KCH) ∩ [0, KZ) of the k-major tile zs[k-k0][f] (and, if
 // zt is not null, of the frame-major copy zt[f][k-k0]); entries past n get
 // z = [0.., 1]. Call between barriers.
+template <bool PAIRED = false>
 __device__ __forceinline__ void load_z(float* zs, float* zt, const ZSrc& src, int k0) {
     const int rows = imin(KCH, KZ - k0);
     for (int el = threadIdx.x; el < rows * TF; el += NT) {
@@ -110,7 +130,7 @@ __device__ __forceinline__ void load_z(float* zs, float* zt, const ZSrc& src, in
         if (f < src.n) {
             const int e = src.e0 + f;
             const u64 t = src.frame_of ? (u64)src.frame_of[e] : (u64)e;
-            z = zval(src.feats + t * D, k);
+            z = zval_t<PAIRED>(src.feats + t * D, k);
         }
         zs[kk * ZS + f] = z;
         if (zt) zt[f * KCH + kk] = z;
@@ -122,7 +142,7 @@ __device__ __forceinline__ void load_z(float* zs, float* zt, const ZSrc& src, in
 // here (every thread of the CTA must call this together).
 // Wt may point to global or shared memory (plain loads; inlined, the
 // compiler picks the instruction).
-template <int STRIDE, int TG>
+template <int STRIDE, int TG, bool PAIRED = false>
 __device__ __forceinline__ void dot_tile(const float* Wt, float* zs, const ZSrc& src,
                                          int tx, int ty, float acc[4][TG]) {
 #pragma unroll
@@ -132,7 +152,7 @@ __device__ __forceinline__ void dot_tile(const float* Wt, float* zs, const ZSrc&
     for (int k0 = 0; k0 < KZ; k0 += KCH) {
         if (NCH > 1) {
             __syncthreads();
-            load_z(zs, nullptr, src, k0);
+            load_z<PAIRED>(zs, nullptr, src, k0);
             __syncthreads();
         }
         const int rows = imin(KCH, KZ - k0);
@@ -266,7 +286,7 @@ extern "C" __global__ void __launch_bounds__(NT) block_score(
     const int t0 = blockIdx.x * TF, b = blockIdx.y, tid = threadIdx.x;
     const ZSrc src = {feats, nullptr, t0, imin(TF, T - t0)};
     if (NCH == 1) {
-        load_z(zs, nullptr, src, 0);
+        load_z<true>(zs, nullptr, src, 0);
         __syncthreads();
     }
     const int tx = tid & 15, ty = tid >> 4;
@@ -290,7 +310,7 @@ extern "C" __global__ void __launch_bounds__(NT) block_score(
 #else
     for (int g = 0; g < G; ++g, Wg += (u64)KZ * LANES) {
         float acc[4][4];
-        dot_tile<LANES, 4>(Wg, zs, src, tx, ty, acc);
+        dot_tile<LANES, 4, true>(Wg, zs, src, tx, ty, acc);
 #pragma unroll
         for (int i = 0; i < 4; ++i)
 #pragma unroll
@@ -636,7 +656,7 @@ __device__ __forceinline__ void load_zfrag(float* zf, const ZSrc& src) {
             if (f < src.n) {
                 const int e = src.e0 + f;
                 const u64 t = src.frame_of ? (u64)src.frame_of[e] : (u64)e;
-                z = zval(src.feats + t * D, k);
+                z = zval_t<true>(src.feats + t * D, k);
             }
         }
         const float hi = tf32r(z);
@@ -671,22 +691,40 @@ __device__ __forceinline__ void tc_walk(const float* __restrict__ Wf, int slots,
         }
         __syncthreads();
         const float* wl = wb + (g & 1) * SLOTF + lane * 4;
+        // Accuracy: the tensor cores add into their accumulator with
+        // truncation relative to its size, so (as in block_score_tck) each
+        // chunk of TKC k-steps starts from zero, the hi·hi products and the
+        // small lo·hi + hi·lo ones go to separate accumulators, and the
+        // chunk sums are added to the running total in FP32.
         float c[8][4];
+        for (int s0 = 0; s0 < KS; s0 += TKC) {
+            float cb[8][4], cs[8][4];
 #pragma unroll
-        for (int j = 0; j < 8; ++j)
+            for (int j = 0; j < 8; ++j)
 #pragma unroll
-            for (int i = 0; i < 4; ++i) c[j][i] = 0.0f;
-#pragma unroll 2
-        for (int s = 0; s < KS; ++s) {
-            const float4 ah = *reinterpret_cast<const float4*>(za + s * 256);
-            const float4 al = *reinterpret_cast<const float4*>(za + s * 256 + 128);
+                for (int i = 0; i < 4; ++i) {
+                    cb[j][i] = 0.0f;
+                    cs[j][i] = 0.0f;
+                }
 #pragma unroll
-            for (int j = 0; j < 8; ++j) {
-                const float4 b = *reinterpret_cast<const float4*>(wl + (s * 8 + j) * 128);
-                mma_tf32(c[j], al, b.x, b.y);
-                mma_tf32(c[j], ah, b.z, b.w);
-                mma_tf32(c[j], ah, b.x, b.y);
+            for (int s = s0; s < imin(s0 + TKC, KS); ++s) {
+                const float4 ah = *reinterpret_cast<const float4*>(za + s * 256);
+                const float4 al = *reinterpret_cast<const float4*>(za + s * 256 + 128);
+#pragma unroll
+                for (int j = 0; j < 8; ++j) {
+                    const float4 b = *reinterpret_cast<const float4*>(wl + (s * 8 + j) * 128);
+                    mma_tf32(cs[j], al, b.x, b.y);
+                    mma_tf32(cs[j], ah, b.z, b.w);
+                    mma_tf32(cb[j], ah, b.x, b.y);
+                }
             }
+#pragma unroll
+            for (int j = 0; j < 8; ++j)
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    const float t = cb[j][i] + cs[j][i];
+                    c[j][i] = (s0 == 0) ? t : c[j][i] + t;
+                }
         }
         fin(g, c);
         __syncthreads();
@@ -800,7 +838,7 @@ extern "C" __global__ void zfrag_plain(const float* __restrict__ feats, int T, f
     float z = 0.0f;
     if (k < KZ) {
         z = (k == KZ - 1) ? 1.0f : 0.0f;
-        if (f < T) z = zval(feats + (u64)f * D, k);
+        if (f < T) z = zval_t<true>(feats + (u64)f * D, k);
     }
     zq[((u64)blockIdx.x * KS + s) * 128 + threadIdx.x] = z;
 }

@@ -622,12 +622,15 @@ mod likes_accuracy;
 
 /// The CUDA engine's log-likelihoods against f64, beside Kaldi's (issue 15),
 /// with the tensor cores (the default on sm_80+) and with the FP32 kernels.
-/// Not met yet, so not in the default run: on the H100 (2026-11-24) the
-/// tensor-core kernels gave mean/worst 8.3e-5/5.6e-3 on final.mdl against
-/// Kaldi's 1.2e-5/1.1e-3 (3xTF32 keeps 22 bits of each operand; the terms
-/// cancel), and the FP32 kernels sum z = [x, x², 1] in the order the CPU
-/// engine left (simulated on the CPU: 1.8e-5/2.7e-3). Run it with
-/// `--ignored` on the device when working on it.
+/// Not met yet, so not in the default run. On the H100 (2026-11-24), with
+/// the block scoring's z paired by dimension (last first, gconst last) and
+/// the tensor cores' sums restarted every 2 k-steps: the FP32 kernels meet
+/// it for the diagonal models (final.mdl 1.10e-5/8.4e-4 against Kaldi's
+/// 1.18e-5/1.06e-3, mean/worst; ubm 1.04e-5/6.4e-5 against 2.19e-5/1.97e-4),
+/// the tensor cores come close (final.mdl 1.69e-5/1.48e-3, ubm
+/// 2.47e-5/1.95e-4), and the full-covariance UBM is 3–5x Kaldi's on both
+/// (1.8e-3/8.9e-2 against 5.8e-4/2.3e-2). Run it with `--ignored` on the
+/// device when working on it.
 #[test]
 #[ignore = "issue 15 part 4: the CUDA engine is not yet as accurate as Kaldi"]
 fn cuda_loglikes_at_least_as_accurate_as_kaldi() {

@@ -65,7 +65,9 @@ impl BlockHost {
         // A virtual Gaussian's row: gconst (the last element) −∞, the rest 0.
         let mut pad = vec![0f32; shape.kz()];
         pad[shape.kz() - 1] = f32::NEG_INFINITY;
-        let w = layout.pack_rows(&pad, |state, g, row| weights_row(model, state, g, row));
+        let w = layout.pack_rows(&pad, |state, g, row| {
+            block_weights_row(model, state, g, row)
+        });
         let blocks = layout.num_blocks();
         BlockHost {
             w,
@@ -186,6 +188,25 @@ fn weights_row(model: &AcousticModel, state: usize, g: usize, out: &mut [f32]) {
     }
     let last = out.len() - 1;
     out[last] = s.gconsts[g];
+}
+
+/// [`weights_row`] in the block-scoring kernels' z order (`zval_t<true>` in
+/// kernels/gmm.cu): for diagonal covariances `[μ/σ², −½/σ²]` of each
+/// dimension side by side, last dimension first, then the gconst, so each
+/// dimension's two cancelling terms are added together before the rest
+/// (the CPU engine's order: as accurate as Kaldi, tests/likes_accuracy).
+/// Full covariances keep the natural order.
+fn block_weights_row(model: &AcousticModel, state: usize, g: usize, out: &mut [f32]) {
+    weights_row(model, state, g, out);
+    if model.kind == CovKind::Diagonal {
+        let d = model.dim;
+        let natural = out[..2 * d].to_vec();
+        for j in 0..d {
+            let dim = d - 1 - j;
+            out[2 * j] = natural[dim];
+            out[2 * j + 1] = natural[d + dim];
+        }
+    }
 }
 
 fn check_dim(what: &str, got: usize, want: usize) -> Result<()> {
@@ -1325,7 +1346,7 @@ mod tests {
                             .map(|k| host.w[(slot * kz + k) * b + lane])
                             .collect();
                         if state >= 0 && g < counts[state as usize] {
-                            weights_row(&model, state as usize, g, &mut want);
+                            block_weights_row(&model, state as usize, g, &mut want);
                         } else {
                             want.fill(0.0);
                             want[kz - 1] = f32::NEG_INFINITY;
@@ -1336,5 +1357,26 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn block_rows_pair_each_dimension_last_dimension_first() {
+        let model = AcousticModel {
+            dim: 3,
+            kind: CovKind::Diagonal,
+            states: vec![crate::model::StateGmm {
+                gconsts: vec![-7.0],
+                weights: vec![1.0],
+                means_invvars: vec![1.0, 2.0, 3.0],
+                inv_vars: vec![0.5, 0.25, 0.125],
+            }],
+        };
+        let mut row = vec![0f32; 7];
+        block_weights_row(&model, 0, 0, &mut row);
+        // z = [x2, x2², x1, x1², x0, x0², 1] (zval_t<true> in gmm.cu).
+        assert_eq!(row, vec![3.0, -0.0625, 2.0, -0.125, 1.0, -0.25, -7.0]);
+        let mut natural = vec![0f32; 7];
+        weights_row(&model, 0, 0, &mut natural);
+        assert_eq!(natural, vec![1.0, 2.0, 3.0, -0.25, -0.125, -0.0625, -7.0]);
     }
 }
