@@ -77,23 +77,16 @@ __device__ __forceinline__ float zval(const float* __restrict__ row, int k) {
     return 1.0f;
 }
 
-// z in the block-scoring order (PAIRED): for diagonal covariances the
-// linear and square terms of a dimension side by side, last dimension
-// first, the constant last — [x_{D-1}, x²_{D-1}, ..., x_0, x²_0, 1] —
-// so each dimension's two (large, cancelling) terms meet before they are
-// added to the rest, and the gconst comes last (as the CPU engine sums).
-// The host orders the block weight rows the same way (cuda/model.rs,
-// block_weights_row). Full covariances and the per-state kernels keep
-// the natural order of zval.
+// z in the block-scoring order (PAIRED): position k holds natural term
+// ZORD[k] (defined by the host, cuda/compile.rs scoring_z_order): dimension
+// by dimension, last first — diagonal x_i, x_i²; full x_i, x_i x_0 … x_i x_i
+// — and the constant last, so each dimension's large cancelling terms meet
+// before they are added to the rest (the CPU engine's order). The host
+// orders the block weight rows the same way. The per-state kernels and the
+// statistics keep the natural order of zval (the accumulators' layout).
 template <bool PAIRED>
 __device__ __forceinline__ float zval_t(const float* __restrict__ row, int k) {
-#if FULL
-    return zval(row, k);
-#else
-    if (!PAIRED || k >= 2 * D) return zval(row, k);
-    const float v = row[D - 1 - (k >> 1)];
-    return (k & 1) ? v * v : v;
-#endif
+    return zval(row, PAIRED ? (int)ZORD[k] : k);
 }
 
 // Online log-sum-exp (running max m, scaled sum s). m starts at NEG_BIG (not

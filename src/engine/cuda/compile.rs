@@ -246,8 +246,33 @@ impl KernelShape {
             }
             s.push_str("};\n");
         }
+        s.push_str("__device__ const unsigned short ZORD[] = {");
+        for k in scoring_z_order(self.dim, self.kind) {
+            s.push_str(&format!("{k},"));
+        }
+        s.push_str("};\n");
         s
     }
+}
+
+/// The block-scoring kernels' z order (`ZORD` in kernels/gmm.cu): for each
+/// position, the index of its term in the natural z. Dimension by dimension,
+/// last dimension first — diagonal `xᵢ, xᵢ²`, full `xᵢ, xᵢx₀ … xᵢxᵢ` — and
+/// the constant last: the CPU engine's order, in which each dimension's
+/// large cancelling terms meet before they are added to the rest (as
+/// accurate as Kaldi: tests/likes_accuracy). The host orders the block
+/// weight rows by it (cuda/model.rs, `block_weights_row`).
+pub fn scoring_z_order(dim: usize, kind: CovKind) -> Vec<usize> {
+    let mut order = Vec::with_capacity(kz(dim, kind));
+    for i in (0..dim).rev() {
+        order.push(i);
+        match kind {
+            CovKind::Diagonal => order.push(dim + i),
+            CovKind::Full => order.extend((0..=i).map(|j| dim + i * (i + 1) / 2 + j)),
+        }
+    }
+    order.push(kz(dim, kind) - 1);
+    order
 }
 
 /// k-steps (of 8) the tensor-core block scoring sums from zero before adding
@@ -424,6 +449,19 @@ mod tests {
         assert!(p.contains("#define KZ 10\n"));
         assert!(p.contains("#define NT 128\n"));
         assert!(p.contains("#define LANES 64\n"));
+    }
+
+    #[test]
+    fn scoring_order_pairs_each_dimension_last_first() {
+        // natural z: x0 x1 | x0² x1² | 1
+        assert_eq!(scoring_z_order(2, CovKind::Diagonal), vec![1, 3, 0, 2, 4]);
+        // natural z: x0 x1 | (0,0) (1,0) (1,1) | 1
+        assert_eq!(scoring_z_order(2, CovKind::Full), vec![1, 3, 4, 0, 2, 5]);
+        for (d, kind) in [(39, CovKind::Diagonal), (36, CovKind::Full)] {
+            let mut o = scoring_z_order(d, kind);
+            o.sort_unstable();
+            assert_eq!(o, (0..kz(d, kind)).collect::<Vec<_>>(), "a permutation");
+        }
     }
 
     #[test]

@@ -65,8 +65,9 @@ impl BlockHost {
         // A virtual Gaussian's row: gconst (the last element) −∞, the rest 0.
         let mut pad = vec![0f32; shape.kz()];
         pad[shape.kz() - 1] = f32::NEG_INFINITY;
+        let order = super::compile::scoring_z_order(model.dim, model.kind);
         let w = layout.pack_rows(&pad, |state, g, row| {
-            block_weights_row(model, state, g, row)
+            block_weights_row(model, &order, state, g, row)
         });
         let blocks = layout.num_blocks();
         BlockHost {
@@ -190,23 +191,27 @@ fn weights_row(model: &AcousticModel, state: usize, g: usize, out: &mut [f32]) {
     out[last] = s.gconsts[g];
 }
 
-/// [`weights_row`] in the block-scoring kernels' z order (`zval_t<true>` in
-/// kernels/gmm.cu): for diagonal covariances `[μ/σ², −½/σ²]` of each
-/// dimension side by side, last dimension first, then the gconst, so each
-/// dimension's two cancelling terms are added together before the rest
-/// (the CPU engine's order: as accurate as Kaldi, tests/likes_accuracy).
-/// Full covariances keep the natural order.
-fn block_weights_row(model: &AcousticModel, state: usize, g: usize, out: &mut [f32]) {
-    weights_row(model, state, g, out);
-    if model.kind == CovKind::Diagonal {
-        let d = model.dim;
-        let natural = out[..2 * d].to_vec();
-        for j in 0..d {
-            let dim = d - 1 - j;
-            out[2 * j] = natural[dim];
-            out[2 * j + 1] = natural[d + dim];
-        }
+/// [`weights_row`] in the block-scoring kernels' z order `order`
+/// ([`super::compile::scoring_z_order`]: dimension by dimension, last first,
+/// the gconst last).
+fn block_weights_row(
+    model: &AcousticModel,
+    order: &[usize],
+    state: usize,
+    g: usize,
+    out: &mut [f32],
+) {
+    thread_local! {
+        static NATURAL: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
     }
+    NATURAL.with(|n| {
+        let mut natural = n.borrow_mut();
+        natural.resize(out.len(), 0.0);
+        weights_row(model, state, g, &mut natural);
+        for (o, &k) in out.iter_mut().zip(order) {
+            *o = natural[k];
+        }
+    });
 }
 
 fn check_dim(what: &str, got: usize, want: usize) -> Result<()> {
@@ -1346,7 +1351,9 @@ mod tests {
                             .map(|k| host.w[(slot * kz + k) * b + lane])
                             .collect();
                         if state >= 0 && g < counts[state as usize] {
-                            block_weights_row(&model, state as usize, g, &mut want);
+                            let order =
+                                super::super::compile::scoring_z_order(model.dim, model.kind);
+                            block_weights_row(&model, &order, state as usize, g, &mut want);
                         } else {
                             want.fill(0.0);
                             want[kz - 1] = f32::NEG_INFINITY;
@@ -1372,7 +1379,8 @@ mod tests {
             }],
         };
         let mut row = vec![0f32; 7];
-        block_weights_row(&model, 0, 0, &mut row);
+        let order = super::super::compile::scoring_z_order(3, CovKind::Diagonal);
+        block_weights_row(&model, &order, 0, 0, &mut row);
         // z = [x2, x2², x1, x1², x0, x0², 1] (zval_t<true> in gmm.cu).
         assert_eq!(row, vec![3.0, -0.0625, 2.0, -0.125, 1.0, -0.25, -7.0]);
         let mut natural = vec![0f32; 7];
