@@ -21,6 +21,8 @@ use amtool_formats::kaldi::lattice::{
 };
 use amtool_formats::kaldi::transition::TransitionModel;
 
+use rayon::prelude::*;
+
 use crate::engine::{FrameBatch, LoadedModel};
 use crate::Result;
 
@@ -250,6 +252,8 @@ pub fn rescore_compact_lattice(
 pub struct LatticeBatch {
     dim: usize,
     frames: Vec<f32>,
+    /// The batch's log-likelihoods (kept: new pages cost more than the copy).
+    loglikes: Vec<f32>,
     items: Vec<(String, CompactLattice, FramePlan)>,
 }
 
@@ -258,6 +262,7 @@ impl LatticeBatch {
         LatticeBatch {
             dim,
             frames: Vec::new(),
+            loglikes: Vec::new(),
             items: Vec::new(),
         }
     }
@@ -287,19 +292,30 @@ impl LatticeBatch {
     ) -> Result<Vec<(String, CompactLattice)>> {
         let num_pdfs = model.num_states();
         let n = self.num_frames();
-        let mut loglikes = vec![0f32; n * num_pdfs];
+        self.loglikes.truncate(n * num_pdfs);
+        self.loglikes.resize(n * num_pdfs, 0.0);
         if n > 0 {
-            model.state_loglikes(FrameBatch::new(&self.frames, self.dim), &mut loglikes)?;
+            model.state_loglikes(FrameBatch::new(&self.frames, self.dim), &mut self.loglikes)?;
         }
         self.frames.clear();
-        let mut at = 0;
-        let mut out = Vec::with_capacity(self.items.len());
-        for (key, mut clat, plan) in self.items.drain(..) {
-            let len = plan.utt_len * num_pdfs;
-            apply(&mut clat, &plan, trans, &loglikes[at..at + len], num_pdfs);
-            at += len;
-            out.push((key, clat));
+        // Each lattice is rescored from its own rows alone: in parallel,
+        // returned in push order.
+        let mut parts = Vec::with_capacity(self.items.len());
+        let mut rest: &[f32] = &self.loglikes;
+        for (_, _, plan) in &self.items {
+            let (this, next) = rest.split_at(plan.utt_len * num_pdfs);
+            parts.push(this);
+            rest = next;
         }
+        let items: Vec<_> = self.items.drain(..).collect();
+        let out = items
+            .into_par_iter()
+            .zip(parts)
+            .map(|((key, mut clat, plan), ll)| {
+                apply(&mut clat, &plan, trans, ll, num_pdfs);
+                (key, clat)
+            })
+            .collect();
         Ok(out)
     }
 }
