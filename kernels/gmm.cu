@@ -666,6 +666,31 @@ __device__ __forceinline__ void issue_slot(float* wb, const float* __restrict__ 
     cp_commit();
 }
 
+// The tensor cores add into their accumulator with truncation relative to
+// its size. So a chunk of k-steps is summed from zero, its hi·hi products
+// (cb) apart from the small lo·hi + hi·lo ones (cs), and the chunk's sum is
+// added to the running total c in FP32 (c is set by the first chunk).
+__device__ __forceinline__ void chunk_zero(float (&cb)[8][4], float (&cs)[8][4]) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            cb[j][i] = 0.0f;
+            cs[j][i] = 0.0f;
+        }
+}
+
+__device__ __forceinline__ void chunk_add(float (&c)[8][4], const float (&cb)[8][4],
+                                          const float (&cs)[8][4], bool first) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const float t = cb[j][i] + cs[j][i];
+            c[j][i] = first ? t : c[j][i] + t;
+        }
+}
+
 // For each of `slots` slots of Wf: c[j][*] = this warp's 16 frames × columns
 // 8j.. of the slot (C fragment layout), then fin(slot, c). Every thread of
 // the CTA calls this together.
@@ -684,21 +709,11 @@ __device__ __forceinline__ void tc_walk(const float* __restrict__ Wf, int slots,
         }
         __syncthreads();
         const float* wl = wb + (g & 1) * SLOTF + lane * 4;
-        // Accuracy: the tensor cores add into their accumulator with
-        // truncation relative to its size, so (as in block_score_tck) each
-        // chunk of TKC k-steps starts from zero, the hi·hi products and the
-        // small lo·hi + hi·lo ones go to separate accumulators, and the
-        // chunk sums are added to the running total in FP32.
+        // Chunks of TKC k-steps (chunk_zero / chunk_add).
         float c[8][4];
         for (int s0 = 0; s0 < KS; s0 += TKC) {
             float cb[8][4], cs[8][4];
-#pragma unroll
-            for (int j = 0; j < 8; ++j)
-#pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    cb[j][i] = 0.0f;
-                    cs[j][i] = 0.0f;
-                }
+            chunk_zero(cb, cs);
 #pragma unroll
             for (int s = s0; s < imin(s0 + TKC, KS); ++s) {
                 const float4 ah = *reinterpret_cast<const float4*>(za + s * 256);
@@ -711,13 +726,7 @@ __device__ __forceinline__ void tc_walk(const float* __restrict__ Wf, int slots,
                     mma_tf32(cb[j], ah, b.x, b.y);
                 }
             }
-#pragma unroll
-            for (int j = 0; j < 8; ++j)
-#pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    const float t = cb[j][i] + cs[j][i];
-                    c[j][i] = (s0 == 0) ? t : c[j][i] + t;
-                }
+            chunk_add(c, cb, cs, s0 == 0);
         }
         fin(g, c);
         __syncthreads();
@@ -886,13 +895,7 @@ extern "C" __global__ void __launch_bounds__(NTC) block_score_tck(
         __syncthreads();
         const int ch = st % NCK, rows = imin(KC, KS - ch * KC);
         float cb[8][4], cs[8][4];
-#pragma unroll
-        for (int j = 0; j < 8; ++j)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                cb[j][i] = 0.0f;
-                cs[j][i] = 0.0f;
-            }
+        chunk_zero(cb, cs);
         const float* buf = smem + (st & 1) * STG;
         const float* za = buf + warp * KC * 128 + lane * 4;
         const float* wa = buf + ZCH + lane * 4;
@@ -908,14 +911,13 @@ extern "C" __global__ void __launch_bounds__(NTC) block_score_tck(
                 mma_tf32(cb[j], ah, bv.x, bv.y);
             }
         }
+        chunk_add(ct, cb, cs, ch == 0);
+        if (ch == NCK - 1) {
 #pragma unroll
-        for (int j = 0; j < 8; ++j)
+            for (int j = 0; j < 8; ++j)
 #pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                const float c = cb[j][i] + cs[j][i];
-                ct[j][i] = (ch == 0) ? c : ct[j][i] + c;
-                if (ch == NCK - 1) lse_push1(m[j][i], s[j][i], ct[j][i]);
-            }
+                for (int i = 0; i < 4; ++i) lse_push1(m[j][i], s[j][i], ct[j][i]);
+        }
         __syncthreads();
     }
     store_block_lse(m, s, b, t0, T, lane_state, out, S, part);

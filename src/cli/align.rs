@@ -30,7 +30,7 @@ use crate::align::{align_utterance, AlignConfig, AlignOutcome, LazyLoglikes, Sca
 use crate::engine::cpu::{CpuEngine, PackedModel};
 use crate::engine::Engine;
 use crate::model::AcousticModel;
-use crate::score::likes::{BATCH_FRAMES, BATCH_VALUES};
+use crate::score::likes::{split_rows, state_loglikes_into, BATCH_FRAMES, BATCH_VALUES};
 use crate::score::model_file::ModelFile;
 use crate::stats::fmt_g;
 use crate::{kaldi_log, kaldi_warn};
@@ -373,27 +373,14 @@ fn search_batch(
     let t0 = Instant::now();
     match likes {
         Likelihoods::Engine(loaded, gathered, ll) => {
-            gathered.clear();
-            for p in batch {
-                gathered.extend_from_slice(p.feats.data());
-            }
-            let n = gathered.len() / model.dim.max(1) * np;
-            ll.truncate(n);
-            ll.resize(n, 0.0);
-            loaded
-                .state_loglikes(crate::engine::FrameBatch::new(gathered, model.dim), ll)
-                .map_err(|e| {
-                    let (first, last) = (&batch[0].key, &batch[batch.len() - 1].key);
-                    format!("utterances {first} .. {last}: {e}")
-                })?;
+            let frames = batch.iter().map(|p| p.feats.data());
+            state_loglikes_into(loaded.as_mut(), frames, model.dim, gathered, ll).map_err(|e| {
+                let (first, last) = (&batch[0].key, &batch[batch.len() - 1].key);
+                format!("utterances {first} .. {last}: {e}")
+            })?;
+            let n = ll.len();
             let t1 = Instant::now();
-            let mut parts = Vec::with_capacity(batch.len());
-            let mut rest: &[f32] = ll;
-            for p in batch {
-                let (this, next) = rest.split_at(p.feats.rows() * np);
-                parts.push(this);
-                rest = next;
-            }
+            let parts = split_rows(ll, batch.iter().map(|p| p.feats.rows()), np);
             let outcomes = batch
                 .par_iter()
                 .zip(parts.par_iter())

@@ -123,6 +123,43 @@ pub fn state_loglikes(loaded: &mut dyn LoadedModel, feats: &[f32], dim: usize) -
     Ok(out)
 }
 
+/// State log-likelihoods of the frames of `utts` (each `frames × dim`,
+/// row-major) in one engine call, into `out`: the utterances' rows follow
+/// one another. `gathered` holds the frames for the call; both buffers are
+/// resized and kept by the caller from batch to batch (a batch's output is
+/// up to [`BATCH_VALUES`] floats, and new pages cost more than the copy).
+pub fn state_loglikes_into<'a>(
+    loaded: &mut dyn LoadedModel,
+    utts: impl Iterator<Item = &'a [f32]>,
+    dim: usize,
+    gathered: &mut Vec<f32>,
+    out: &mut Vec<f32>,
+) -> Result<()> {
+    gathered.clear();
+    for u in utts {
+        gathered.extend_from_slice(u);
+    }
+    let n = gathered.len() / dim.max(1) * loaded.num_states();
+    out.truncate(n);
+    out.resize(n, 0.0);
+    if n > 0 {
+        loaded.state_loglikes(FrameBatch::new(gathered, dim), out)?;
+    }
+    Ok(())
+}
+
+/// `buf` cut into consecutive pieces of `rows × width` values, one for
+/// each entry of `rows` (an utterance's rows of a batch's output).
+pub fn split_rows(buf: &[f32], rows: impl Iterator<Item = usize>, width: usize) -> Vec<&[f32]> {
+    let mut rest = buf;
+    rows.map(|r| {
+        let (this, next) = rest.split_at(r * width);
+        rest = next;
+        this
+    })
+    .collect()
+}
+
 /// Frames per engine call when scoring whole archives: utterances are queued
 /// into batches of about this many frames (one call keeps a GPU busy).
 pub const BATCH_FRAMES: usize = 32768;
@@ -215,19 +252,12 @@ impl UtteranceQueue {
     ) -> Result<Vec<(String, usize)>> {
         let utts = std::mem::take(&mut self.utts);
         self.frames = 0;
-        self.gathered.clear();
         for (_, m) in &utts {
             check_dim(m.data(), dim).map_err(|e| in_utts(&utts, e))?;
-            self.gathered.extend_from_slice(m.data());
         }
-        let n = self.gathered.len() / dim.max(1) * loaded.num_states();
-        out.truncate(n);
-        out.resize(n, 0.0);
-        if n > 0 {
-            loaded
-                .state_loglikes(FrameBatch::new(&self.gathered, dim), out)
-                .map_err(|e| in_utts(&utts, e))?;
-        }
+        let frames = utts.iter().map(|(_, m)| m.data());
+        state_loglikes_into(loaded, frames, dim, &mut self.gathered, out)
+            .map_err(|e| in_utts(&utts, e))?;
         Ok(utts.into_iter().map(|(k, m)| (k, m.rows())).collect())
     }
 

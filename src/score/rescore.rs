@@ -300,13 +300,8 @@ impl LatticeBatch {
         self.frames.clear();
         // Each lattice is rescored from its own rows alone: in parallel,
         // returned in push order.
-        let mut parts = Vec::with_capacity(self.items.len());
-        let mut rest: &[f32] = &self.loglikes;
-        for (_, _, plan) in &self.items {
-            let (this, next) = rest.split_at(plan.utt_len * num_pdfs);
-            parts.push(this);
-            rest = next;
-        }
+        let rows = self.items.iter().map(|(_, _, plan)| plan.utt_len);
+        let parts = crate::score::likes::split_rows(&self.loglikes, rows, num_pdfs);
         let items: Vec<_> = self.items.drain(..).collect();
         let out = items
             .into_par_iter()
