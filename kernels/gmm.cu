@@ -431,6 +431,30 @@ extern "C" __global__ void __launch_bounds__(NT) entry_loglike(
     }
 }
 
+// Log-sum-exp of each of a thread's 4 frames over the GB Gaussians of the
+// tile (G real ones), the 16 threads of a row merged as entry_loglike merges
+// them, so every lane of the row ends with the same bits.
+__device__ __forceinline__ void block_lse(const float (&acc)[4][TGG], int G, int tx, float (&l)[4]) {
+    float m[4], s[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        m[i] = NEG_BIG;
+        s[i] = 0.0f;
+#pragma unroll
+        for (int j = 0; j < TGG; ++j) lse_push(m[i], s[i], tx * TGG + j < G ? acc[i][j] : NEG_INF);
+    }
+#pragma unroll
+    for (int off = 8; off >= 1; off >>= 1)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const float mo = __shfl_xor_sync(0xffffffffu, m[i], off);
+            const float so = __shfl_xor_sync(0xffffffffu, s[i], off);
+            lse_merge(m[i], s[i], mo, so);
+        }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) l[i] = m[i] + logf(s[i]);
+}
+
 // Pass 2 (Machlica's γ and ε kernels fused): for up to `count` entries of one
 // state and one block of GB Gaussians, γ = weight·exp(γ̂ − L) in shared memory
 // tile by tile, and the statistics Σγz: in registers when z fits in one chunk
@@ -438,17 +462,22 @@ extern "C" __global__ void __launch_bounds__(NT) entry_loglike(
 // memory. Either way the result lands in partial[item][GB][KZ], this item's
 // own slot (no atomics).
 // Items: (state, first entry, count, Gaussian block).
+// One pass (entry_ll == nullptr, every state's Gaussians in one block): L is
+// the log-sum-exp of this block's own scores, taken here as entry_loglike
+// takes it, and the item's Σ weight·L goes to item_wll[item] (fixed order).
 // Dynamic shared memory: KCH*ZS + TF*KCH + TF*GS (+ KZ*GB with WRES) floats.
 extern "C" __global__ void __launch_bounds__(NT) accum_stats(
     const float* __restrict__ feats, const unsigned* __restrict__ frame_of,
     const float* __restrict__ weight_of, const float* __restrict__ entry_ll,
     const Item* __restrict__ items, const float* __restrict__ W,
     const int* __restrict__ state_gblock, const int* __restrict__ state_ng,
-    float* __restrict__ partial) {
+    float* __restrict__ partial, double* __restrict__ item_wll) {
     extern __shared__ __align__(16) float smem[];
     float* zs = smem;
     float* zt = zs + KCH * ZS;
     float* gs = zt + TF * KCH;
+    __shared__ float ll1[TF];
+    double wll = 0.0;
     const Item it = items[blockIdx.x];
     const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
     const int G = state_ng[it.state];
@@ -483,14 +512,17 @@ extern "C" __global__ void __launch_bounds__(NT) accum_stats(
         }
         float acc[4][TGG];
         dot_tile<GB, TGG>(Wgb, zs, src, tx, ty, acc);
+        float l1[4];
+        if (!entry_ll) block_lse(acc, G, tx, l1);
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
             const int f = ty * 4 + i;
             float l = 0.0f, w = 0.0f;
             if (f < n) {
-                l = entry_ll[e0 + f];
+                l = entry_ll ? entry_ll[e0 + f] : l1[i];
                 w = weight_of ? weight_of[e0 + f] : 1.0f;
             }
+            if (!entry_ll && tx == 0) ll1[f] = l;
 #pragma unroll
             for (int j = 0; j < TGG; ++j) {
                 const int g = it.gblock * GB + tx * TGG + j;
@@ -498,6 +530,9 @@ extern "C" __global__ void __launch_bounds__(NT) accum_stats(
             }
         }
         __syncthreads();
+        if (!entry_ll && tid == 0)
+            for (int f = 0; f < n; ++f)
+                wll += (double)(weight_of ? weight_of[e0 + f] : 1.0f) * (double)ll1[f];
 #if NCH == 1
         for (int f = 0; f < TF; ++f) {
             float gg[SGW];
@@ -544,6 +579,7 @@ extern "C" __global__ void __launch_bounds__(NT) accum_stats(
             if (k < KZ) p[(sy * SGW + j) * KZ + k] = sacc[j][r];
         }
 #endif
+    if (!entry_ll && tid == 0) item_wll[blockIdx.x] = wll;
 }
 
 // Sum the statistics items of each (state, Gaussian block) in item order, in

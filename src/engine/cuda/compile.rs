@@ -71,10 +71,14 @@ const TC_SMEM_BUDGET: usize = 220 * 1024;
 const SMEM_BUDGET: usize = 200 * 1024;
 
 impl KernelShape {
-    /// The default tiling for a model: 64-frame tiles (256 threads) for
-    /// diagonal models; full covariances have a long z (D + D(D+1)/2 + 1), so
-    /// 32-frame tiles keep the z tile in shared memory.
-    pub fn for_model(dim: usize, kind: CovKind) -> Self {
+    /// The default tiling for a model whose largest state has
+    /// `max_gaussians` Gaussians: 64-frame tiles (256 threads) for diagonal
+    /// models; full covariances have a long z (D + D(D+1)/2 + 1), so 32-frame
+    /// tiles keep the z tile in shared memory. Diagonal Gaussian blocks are
+    /// 32 wide when every state fits in 32 (small GMMs and monophone models
+    /// compute no padding Gaussians, and the statistics take one pass),
+    /// else 64.
+    pub fn for_model(dim: usize, kind: CovKind, max_gaussians: usize) -> Self {
         let tf_env = std::env::var("AMTOOL_CUDA_TF")
             .ok()
             .and_then(|v| v.parse::<usize>().ok());
@@ -84,6 +88,7 @@ impl KernelShape {
             (_, CovKind::Full) => 32,
         };
         let gb = match kind {
+            CovKind::Diagonal if max_gaussians <= 32 => 32,
             CovKind::Diagonal => 64,
             CovKind::Full => 16,
         };
@@ -476,19 +481,36 @@ mod tests {
     fn shared_memory_fits_an_h100_for_the_benchmark_shapes() {
         for d in 1..=80 {
             for kind in [CovKind::Diagonal, CovKind::Full] {
-                let s = KernelShape::for_model(d, kind);
-                assert!(s.smem_stats() <= SMEM_BUDGET, "{s:?}: {}", s.smem_stats());
-                assert!(
-                    s.smem_score() <= 227 * 1024 - 1024,
-                    "{s:?}: {}",
-                    s.smem_score()
-                );
-                assert!(s.kch * s.chunks() >= s.kz() && s.kch <= s.kz());
+                for g in [32, 64] {
+                    let s = KernelShape::for_model(d, kind, g);
+                    assert!(s.smem_stats() <= SMEM_BUDGET, "{s:?}: {}", s.smem_stats());
+                    assert!(
+                        s.smem_score() <= 227 * 1024 - 1024,
+                        "{s:?}: {}",
+                        s.smem_score()
+                    );
+                    assert!(s.kch * s.chunks() >= s.kz() && s.kch <= s.kz());
+                }
             }
         }
+        // Diagonal Gaussian blocks: 32 wide while every state fits, else 64;
+        // full covariances always 16.
+        let gb = |kind, g| KernelShape::for_model(40, kind, g).gb;
+        assert_eq!(
+            (gb(CovKind::Diagonal, 1), gb(CovKind::Diagonal, 32)),
+            (32, 32)
+        );
+        assert_eq!(
+            (gb(CovKind::Diagonal, 33), gb(CovKind::Diagonal, 2048)),
+            (64, 64)
+        );
+        assert_eq!((gb(CovKind::Full, 8), gb(CovKind::Full, 256)), (16, 16));
         // The benchmark shapes keep z in one chunk.
-        assert_eq!(KernelShape::for_model(40, CovKind::Diagonal).chunks(), 1);
-        let f = KernelShape::for_model(36, CovKind::Full);
+        assert_eq!(
+            KernelShape::for_model(40, CovKind::Diagonal, 64).chunks(),
+            1
+        );
+        let f = KernelShape::for_model(36, CovKind::Full, 64);
         assert_eq!(f.chunks(), 1);
         // Two full-covariance scoring CTAs fit on an H100 SM (228 KB, 1 KB each reserved).
         assert!(
@@ -496,7 +518,7 @@ mod tests {
             "{}",
             f.smem_score()
         );
-        let d = KernelShape::for_model(40, CovKind::Diagonal);
+        let d = KernelShape::for_model(40, CovKind::Diagonal, 64);
         assert!(d.wres && d.kw == 81, "{d:?}");
     }
 
@@ -504,26 +526,26 @@ mod tests {
     fn tensor_core_kernels_only_where_they_fit() {
         // The benchmark's diagonal shapes get 8 warps (128-frame tiles).
         for d in [36, 40] {
-            let s = KernelShape::for_model(d, CovKind::Diagonal).for_device((9, 0), "");
+            let s = KernelShape::for_model(d, CovKind::Diagonal, 64).for_device((9, 0), "");
             assert_eq!((s.tcw, s.score_tile()), (8, 128), "{s:?}");
             assert!(s.smem_tc() <= TC_SMEM_BUDGET);
         }
         // No mma.sync before sm_80, nor with AMTOOL_CUDA_TC=0.
-        let old = KernelShape::for_model(40, CovKind::Diagonal).for_device((7, 5), "");
+        let old = KernelShape::for_model(40, CovKind::Diagonal, 64).for_device((7, 5), "");
         assert_eq!((old.tcw, old.kc), (0, 0));
-        let off = KernelShape::for_model(36, CovKind::Full).for_device((9, 0), "0");
+        let off = KernelShape::for_model(36, CovKind::Full, 64).for_device((9, 0), "0");
         assert_eq!((off.tcw, off.kc), (0, 0));
         // Long z (full covariance, D=36: 703 rows) takes the K-chunked kernel.
-        let c = KernelShape::for_model(36, CovKind::Full).for_device((9, 0), "");
+        let c = KernelShape::for_model(36, CovKind::Full, 64).for_device((9, 0), "");
         assert_eq!((c.tcw, c.kc, c.ks()), (8, 8, 88), "{c:?}");
         // Short z the resident one; D = 18 is the first full covariance too long.
-        let f = KernelShape::for_model(17, CovKind::Full).for_device((9, 0), "");
+        let f = KernelShape::for_model(17, CovKind::Full, 64).for_device((9, 0), "");
         assert!(f.tcw > 0 && f.kc == 0, "{f:?}");
-        let f = KernelShape::for_model(18, CovKind::Full).for_device((9, 0), "");
+        let f = KernelShape::for_model(18, CovKind::Full, 64).for_device((9, 0), "");
         assert!(f.tcw > 0 && f.kc > 0, "{f:?}");
         for d in 1..=80 {
             for kind in [CovKind::Diagonal, CovKind::Full] {
-                let s = KernelShape::for_model(d, kind).for_device((9, 0), "");
+                let s = KernelShape::for_model(d, kind, 64).for_device((9, 0), "");
                 assert!(s.tcw > 0 && s.smem_tc() <= TC_SMEM_BUDGET, "{s:?}");
                 assert!(s.kc <= s.ks());
                 assert!(s.prelude().contains(&format!("#define TCW {}\n", s.tcw)));

@@ -118,8 +118,13 @@ impl CudaEngine {
     }
 
     /// The kernel shape for a model of `dim` and `kind` on this device.
-    pub(crate) fn shape_for(&self, dim: usize, kind: crate::model::CovKind) -> KernelShape {
-        KernelShape::for_model(dim, kind).for_device(self.cc, &self.tc)
+    pub(crate) fn shape_for(
+        &self,
+        dim: usize,
+        kind: crate::model::CovKind,
+        max_gaussians: usize,
+    ) -> KernelShape {
+        KernelShape::for_model(dim, kind, max_gaussians).for_device(self.cc, &self.tc)
     }
 
     fn open() -> Result<Self> {

@@ -244,9 +244,10 @@ impl<'e> CudaModel<'e> {
                 )));
             }
         }
-        let shape = eng.shape_for(model.dim, model.kind);
-        let k = eng.kernels(shape)?;
         let state_ng: Vec<usize> = model.states.iter().map(|s| s.num_components()).collect();
+        let max_g = state_ng.iter().copied().max().unwrap_or(0);
+        let shape = eng.shape_for(model.dim, model.kind, max_g);
+        let k = eng.kernels(shape)?;
         let mut state_first = Vec::with_capacity(state_ng.len());
         let mut total = 0;
         for &n in &state_ng {
@@ -712,9 +713,16 @@ impl<'e> CudaModel<'e> {
             .map(|v| s.clone_htod(v))
             .transpose()
             .map_err(&e)?;
-        let ll_items = s.clone_htod(&flat(&p.ll_items)).map_err(&e)?;
-        let mut entry_ll = s.alloc_zeros::<f32>(p.entries).map_err(&e)?;
-        let mut item_wll = s.alloc_zeros::<f64>(p.ll_items.len()).map_err(&e)?;
+        // One pass when every state's Gaussians fit in one block: the
+        // statistics kernel takes each entry's log-likelihood from its own
+        // scores, so there is no entry_loglike pass.
+        let one_pass = self.state_ng.iter().all(|&g| g <= sh.gb);
+        let wll_items = if one_pass {
+            p.acc_items.len()
+        } else {
+            p.ll_items.len()
+        };
+        let mut item_wll = s.alloc_zeros::<f64>(wll_items.max(1)).map_err(&e)?;
         let acc_items = s.clone_htod(&flat(&p.acc_items)).map_err(&e)?;
         let groups = s.clone_htod(&flat(&p.groups)).map_err(&e)?;
         let mut partial = s
@@ -725,40 +733,36 @@ impl<'e> CudaModel<'e> {
         let ev = (new_timing_event(self.eng)?, new_timing_event(self.eng)?);
         ev.0.record(s).map_err(&e)?;
 
-        let cfg = LaunchConfig {
-            grid_dim: (p.ll_items.len() as u32, 1, 1),
-            block_dim: threads,
-            shared_mem_bytes: sh.smem_score() as u32,
+        let entry_ll = if one_pass {
+            None
+        } else {
+            let ll_items = s.clone_htod(&flat(&p.ll_items)).map_err(&e)?;
+            let mut entry_ll = s.alloc_zeros::<f32>(p.entries).map_err(&e)?;
+            let cfg = LaunchConfig {
+                grid_dim: (p.ll_items.len() as u32, 1, 1),
+                block_dim: threads,
+                shared_mem_bytes: sh.smem_score() as u32,
+            };
+            let mut lb = s.launch_builder(&self.k.entry_loglike);
+            lb.arg(feats);
+            match &frame_of {
+                Some(f) => lb.arg(f),
+                None => lb.arg(&null),
+            };
+            match &weight_of {
+                Some(w) => lb.arg(w),
+                None => lb.arg(&null),
+            };
+            lb.arg(&ll_items)
+                .arg(&st.w)
+                .arg(&st.gblock)
+                .arg(&st.ng)
+                .arg(&mut entry_ll)
+                .arg(&mut item_wll);
+            // SAFETY: argument types and counts match the kernel.
+            unsafe { lb.launch(cfg) }.map_err(driver_err("entry_loglike"))?;
+            Some(entry_ll)
         };
-        let mut lb = s.launch_builder(&self.k.entry_loglike);
-        lb.arg(feats);
-        match &frame_of {
-            Some(f) => lb.arg(f),
-            None => lb.arg(&null),
-        };
-        match &weight_of {
-            Some(w) => lb.arg(w),
-            None => lb.arg(&null),
-        };
-        lb.arg(&ll_items)
-            .arg(&st.w)
-            .arg(&st.gblock)
-            .arg(&st.ng)
-            .arg(&mut entry_ll)
-            .arg(&mut item_wll);
-        // SAFETY: argument types and counts match the kernel.
-        unsafe { lb.launch(cfg) }.map_err(driver_err("entry_loglike"))?;
-
-        let n_items = item_wll.len() as i32;
-        let mut lb = s.launch_builder(&self.k.sum_f64);
-        lb.arg(&item_wll).arg(&n_items).arg(&mut *total);
-        let cfg = LaunchConfig {
-            grid_dim: (1, 1, 1),
-            block_dim: (256, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        // SAFETY: as above.
-        unsafe { lb.launch(cfg) }.map_err(driver_err("sum_f64"))?;
 
         if !p.acc_items.is_empty() {
             let mut lb = s.launch_builder(&self.k.accum_stats);
@@ -771,12 +775,20 @@ impl<'e> CudaModel<'e> {
                 Some(w) => lb.arg(w),
                 None => lb.arg(&null),
             };
-            lb.arg(&entry_ll)
-                .arg(&acc_items)
+            match &entry_ll {
+                Some(l) => lb.arg(l),
+                None => lb.arg(&null),
+            };
+            lb.arg(&acc_items)
                 .arg(&st.w)
                 .arg(&st.gblock)
                 .arg(&st.ng)
                 .arg(&mut partial);
+            if one_pass {
+                lb.arg(&mut item_wll);
+            } else {
+                lb.arg(&null);
+            }
             let cfg = LaunchConfig {
                 grid_dim: (p.acc_items.len() as u32, 1, 1),
                 block_dim: threads,
@@ -799,6 +811,16 @@ impl<'e> CudaModel<'e> {
             // SAFETY: as above.
             unsafe { lb.launch(cfg) }.map_err(driver_err("reduce_partials"))?;
         }
+        let n_items = wll_items as i32;
+        let mut lb = s.launch_builder(&self.k.sum_f64);
+        lb.arg(&item_wll).arg(&n_items).arg(&mut *total);
+        let cfg = LaunchConfig {
+            grid_dim: (1, 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: as above.
+        unsafe { lb.launch(cfg) }.map_err(driver_err("sum_f64"))?;
         ev.1.record(s).map_err(&e)?;
         Ok((p.total_weight, Some(ev)))
     }
@@ -1326,7 +1348,7 @@ mod tests {
         for (kind, dim) in [(CovKind::Diagonal, 3), (CovKind::Full, 2)] {
             let counts: Vec<usize> = (0..150).map(|s| (s * 7) % 11).collect();
             let model = random::model(&mut Rng::new(dim as u64), &counts, dim, kind);
-            let shape = KernelShape::for_model(dim, kind);
+            let shape = KernelShape::for_model(dim, kind, 10);
             assert!(shape
                 .prelude()
                 .contains(&format!("#define LANES {}\n", shape.block_states())));
