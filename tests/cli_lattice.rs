@@ -600,11 +600,17 @@ fn whole_file_problems_stop_the_run() {
         })
         .collect();
     write_all(&format!("ark:{f}"), &narrow);
+    std::fs::write(w.path("out.ark"), b"the user's old output").unwrap();
     let (code, err) = rescore_err(&w, &l, &f);
     assert_eq!(code, 1, "{err}");
     assert!(
         err.contains("utterance s01-001: feature dimension 13 does not match the model's 39"),
         "{err}"
+    );
+    assert_eq!(
+        std::fs::read(w.path("out.ark")).unwrap(),
+        b"the user's old output",
+        "a failed run replaced the old output"
     );
     // A model file that is not a model.
     let (code, err) = run(&[

@@ -15,7 +15,7 @@ use clap::Args;
 use amtool_formats::kaldi::lattice::CompactLattice;
 use amtool_formats::kaldi::matrix::Matrix;
 use amtool_formats::kaldi::model::KaldiModel;
-use amtool_formats::kaldi::table::{RandomAccessTableReader, SequentialTableReader, TableWriter};
+use amtool_formats::kaldi::table::{RandomAccessTableReader, SequentialTableReader};
 
 use super::train_io::parse_use_gpu;
 use super::KaldiStandard;
@@ -23,7 +23,8 @@ use amtool_formats::kaldi::transition::TransitionModel;
 
 use crate::engine::{self, LoadedModel, UseGpu};
 use crate::model::AcousticModel;
-use crate::score::rescore::{prepare, LatticeBatch, Skip};
+use crate::score::rescore::{prepare, FramePlan, LatticeBatch, Skip};
+use crate::train::write_behind::WriteBehind;
 
 #[derive(Debug, Clone, Args)]
 pub struct RescoreLatticeArgs {
@@ -105,10 +106,24 @@ pub struct Rescored {
     pub frames: i64,
 }
 
+/// One lattice as the reading thread hands it over: ready to score, or
+/// skipped with Kaldi's warning.
+enum Read {
+    Ready(String, CompactLattice, FramePlan, Matrix<f32>),
+    Skipped(String),
+}
+
+/// Lattices the reading thread may be ahead of the scoring.
+const READ_AHEAD: usize = 256;
+/// Rescored lattices the writing thread may be behind.
+const WRITE_BEHIND: usize = 256;
+
 /// The table work of gmm-rescore-lattice (also what `amtool bench` times):
-/// lattices read in order, their features looked up, rescored in batches
-/// with `loaded` (one engine call scores the frames of many utterances, up
-/// to `MAX_LOGLIKES` log-likelihoods at a time) and written.
+/// lattices read in order and their features looked up on a reading
+/// thread, rescored here in batches with `loaded` (one engine call scores
+/// the frames of many utterances, up to `MAX_LOGLIKES` log-likelihoods at a
+/// time, or `MAX_FRAMES` frames) and written on a writing thread, so reading, scoring and writing
+/// overlap. Output order, warnings and counts are those of one thread.
 pub fn rescore_tables(
     loaded: &mut dyn LoadedModel,
     trans: &TransitionModel,
@@ -116,13 +131,77 @@ pub fn rescore_tables(
     tables: &LatticeTables,
     old_acoustic_scale: f32,
 ) -> Result<Rescored, String> {
+    let mut writer = WriteBehind::<CompactLattice>::open(tables.output, WRITE_BEHIND)
+        .map_err(|e| e.to_string())?;
+    let (tx, rx) = std::sync::mpsc::sync_channel(READ_AHEAD);
+    let done = std::thread::scope(|scope| {
+        let reader = scope.spawn(move || read_lattices(tables, trans, dim, old_acoustic_scale, tx));
+        let scored = score_lattices(loaded, trans, dim, rx, &mut writer);
+        // The reader stops at its first error or when the scorer hangs up.
+        let read = reader
+            .join()
+            .unwrap_or_else(|_| Err("the lattice reader failed".into()));
+        let done = scored?;
+        read.map(|()| done)
+    })?;
+    writer.close().map_err(|e| e.to_string())?;
+    Ok(done)
+}
+
+/// The reading thread: every lattice of the table, in order, with its
+/// features and plan, into `tx`; stops at the first error (returned) or
+/// when the receiver is gone.
+fn read_lattices(
+    tables: &LatticeTables,
+    trans: &TransitionModel,
+    dim: usize,
+    old_acoustic_scale: f32,
+    tx: std::sync::mpsc::SyncSender<Read>,
+) -> Result<(), String> {
     let mut features =
         RandomAccessTableReader::<Matrix<f32>>::open(tables.features).map_err(|e| e.to_string())?;
     let mut lattices = SequentialTableReader::<CompactLattice>::open(tables.lattices)
         .map_err(|e| e.to_string())?;
-    let mut writer =
-        TableWriter::<CompactLattice>::open(tables.output).map_err(|e| e.to_string())?;
+    while let Some((key, mut clat)) = lattices.next_entry().map_err(|e| e.to_string())? {
+        let Some(feats) = features.get(&key).map_err(|e| e.to_string())? else {
+            let msg = format!("No feature found for utterance {key}. Skipping");
+            if tx.send(Read::Skipped(msg)).is_err() {
+                break;
+            }
+            continue;
+        };
+        if feats.cols() != dim {
+            return Err(format!(
+                "{}: utterance {key}: feature dimension {} does not match the model's {dim}",
+                tables.features,
+                feats.cols()
+            ));
+        }
+        let item = match prepare(&mut clat, trans, feats.rows(), old_acoustic_scale) {
+            Ok(plan) => Read::Ready(key, clat, plan, feats.clone()),
+            Err(Skip(msg)) => Read::Skipped(format!("{msg} [utterance {key}]")),
+        };
+        if tx.send(item).is_err() {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// The scoring stage: lattices from the reader batched, scored and sent
+/// to the writer in order; warnings printed and counted in order.
+fn score_lattices(
+    loaded: &mut dyn LoadedModel,
+    trans: &TransitionModel,
+    dim: usize,
+    rx: std::sync::mpsc::Receiver<Read>,
+    writer: &mut WriteBehind<CompactLattice>,
+) -> Result<Rescored, String> {
+    // A batch is scored at this many log-likelihoods or frames, whichever
+    // comes first: big enough to fill a GPU, small enough that reading the
+    // next batch and writing the last overlap its scoring.
     const MAX_LOGLIKES: usize = 1 << 25;
+    const MAX_FRAMES: usize = 1 << 15;
     let num_pdfs = loaded.num_states().max(1);
     let mut batch = LatticeBatch::new(dim);
     let mut rows_pending: Vec<usize> = Vec::new();
@@ -133,42 +212,29 @@ pub fn rescore_tables(
      -> Result<(), String> {
         let scored = batch.score(trans, loaded).map_err(|e| e.to_string())?;
         for ((key, clat), r) in scored.into_iter().zip(rows.drain(..)) {
-            writer.write(&key, &clat).map_err(|e| e.to_string())?;
+            writer.write(key, clat).map_err(|e| e.to_string())?;
             done.lattices += 1;
             done.frames += r as i64;
         }
         Ok(())
     };
-    while let Some((key, mut clat)) = lattices.next_entry().map_err(|e| e.to_string())? {
-        let Some(feats) = features.get(&key).map_err(|e| e.to_string())? else {
-            crate::kaldi_warn!("No feature found for utterance {key}. Skipping");
-            done.errors += 1;
-            continue;
-        };
-        if feats.cols() != dim {
-            return Err(format!(
-                "{}: utterance {key}: feature dimension {} does not match the model's {dim}",
-                tables.features,
-                feats.cols()
-            ));
-        }
-        match prepare(&mut clat, trans, feats.rows(), old_acoustic_scale) {
-            Ok(plan) => {
+    for item in rx {
+        match item {
+            Read::Ready(key, clat, plan, feats) => {
                 rows_pending.push(feats.rows());
                 batch.push(key, clat, plan, feats.data());
             }
-            Err(Skip(msg)) => {
-                crate::kaldi_warn!("{msg} [utterance {key}]");
+            Read::Skipped(msg) => {
+                crate::kaldi_warn!("{msg}");
                 done.errors += 1;
             }
         }
-        if batch.num_frames() * num_pdfs >= MAX_LOGLIKES {
+        if batch.num_frames() * num_pdfs >= MAX_LOGLIKES || batch.num_frames() >= MAX_FRAMES {
             flush(&mut batch, &mut rows_pending, &mut done)?;
         }
     }
     if !batch.is_empty() {
         flush(&mut batch, &mut rows_pending, &mut done)?;
     }
-    writer.close().map_err(|e| e.to_string())?;
     Ok(done)
 }
