@@ -133,6 +133,7 @@ pub fn rescore_tables(
 ) -> Result<Rescored, String> {
     let mut writer = WriteBehind::<CompactLattice>::open(tables.output, WRITE_BEHIND)
         .map_err(|e| e.to_string())?;
+    crate::timeline::mark("lat_start");
     let (tx, rx) = std::sync::mpsc::sync_channel(READ_AHEAD);
     let done = std::thread::scope(|scope| {
         let reader = scope.spawn(move || read_lattices(tables, trans, dim, old_acoustic_scale, tx));
@@ -144,7 +145,9 @@ pub fn rescore_tables(
         let done = scored?;
         read.map(|()| done)
     })?;
+    crate::timeline::mark("lat_scored_all");
     writer.close().map_err(|e| e.to_string())?;
+    crate::timeline::mark("lat_written");
     Ok(done)
 }
 
@@ -185,6 +188,7 @@ fn read_lattices(
             break;
         }
     }
+    crate::timeline::mark("lat_read_all");
     Ok(())
 }
 

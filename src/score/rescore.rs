@@ -294,9 +294,11 @@ impl LatticeBatch {
         let n = self.num_frames();
         self.loglikes.truncate(n * num_pdfs);
         self.loglikes.resize(n * num_pdfs, 0.0);
+        crate::timeline::mark("lat_batch");
         if n > 0 {
             model.state_loglikes(FrameBatch::new(&self.frames, self.dim), &mut self.loglikes)?;
         }
+        crate::timeline::mark("lat_loglikes");
         self.frames.clear();
         // Each lattice is rescored from its own rows alone: in parallel,
         // returned in push order.
@@ -311,6 +313,7 @@ impl LatticeBatch {
                 (key, clat)
             })
             .collect();
+        crate::timeline::mark("lat_applied");
         Ok(out)
     }
 }
