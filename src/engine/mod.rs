@@ -97,6 +97,11 @@ pub trait Engine: Send + Sync {
     fn cpu_threads(&self) -> Option<usize> {
         None
     }
+    /// Devices it computes on (a [`MultiEngine`]: one per device, or per
+    /// logical partition of one).
+    fn devices(&self) -> usize {
+        1
+    }
 }
 
 /// A model laid out on an engine. All outputs are in the model's original state
@@ -389,14 +394,11 @@ pub fn by_name(name: &str, threads: usize) -> Result<Box<dyn Engine>> {
 /// always a [`MultiEngine`], as [`select_gpus`] makes it.
 pub fn by_name_gpus(name: &str, threads: usize, gpus: Gpus) -> Result<Box<dyn Engine>> {
     match name {
-        "cpu" => select_gpus(UseGpu::No, threads, gpus, None).and_then(|e| {
-            if e.name() == "cpu" && multi::partitions_from_env()? == 1 {
-                // One partition: still through the multi-engine, as on a GPU.
-                Ok(Box::new(MultiEngine::new(vec![e])?) as Box<dyn Engine>)
-            } else {
-                Ok(e)
-            }
-        }),
+        // The CPU as a multi-engine of its partitions (one by default).
+        "cpu" => match multi::partitions_from_env()? {
+            1 => Ok(Box::new(MultiEngine::new(vec![by_name(name, threads)?])?)),
+            p => cpu_partitions(threads, p),
+        },
         "cuda" => select_gpus(UseGpu::Yes, threads, gpus, None),
         _ => by_name(name, threads),
     }

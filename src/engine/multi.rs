@@ -124,10 +124,6 @@ impl MultiEngine {
         self
     }
 
-    /// Devices (or partitions) it computes on.
-    pub fn devices(&self) -> usize {
-        self.parts.len()
-    }
 }
 
 impl Engine for MultiEngine {
@@ -149,6 +145,10 @@ impl Engine for MultiEngine {
 
     fn cpu_threads(&self) -> Option<usize> {
         self.parts[0].cpu_threads()
+    }
+
+    fn devices(&self) -> usize {
+        self.parts.len()
     }
 
     fn load<'e>(&'e self, model: &AcousticModel) -> Result<Box<dyn LoadedModel + 'e>> {
