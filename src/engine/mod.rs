@@ -328,7 +328,8 @@ fn available_threads(threads: usize) -> usize {
 /// (one log line when it asked for more than one). `AMTOOL_PARTITIONS=P`
 /// uses each device, or the CPU, as P logical partitions: P engines whose
 /// work is split as over P devices (for testing the splitting without the
-/// devices; the CPU's threads are shared out among its partitions).
+/// devices; the CPU's threads are shared out among its partitions; unset,
+/// the CPU engine is used alone, set to 1 through a multi-engine).
 pub fn select_gpus(
     use_gpu: UseGpu,
     threads: usize,
@@ -345,11 +346,11 @@ pub fn select_gpus(
             eprintln!("LOG (amtool) computing on the CPU: --gpus={gpus} ignored");
         }
         return match partitions {
-            1 => cpu.map_or_else(|| select(UseGpu::No, threads), Ok),
-            p => cpu_partitions(threads, p),
+            None => cpu.map_or_else(|| select(UseGpu::No, threads), Ok),
+            Some(p) => cpu_partitions(threads, p),
         };
     }
-    match cuda::CudaEngine::open_devices(gpus, partitions) {
+    match cuda::CudaEngine::open_devices(gpus, partitions.unwrap_or(1)) {
         Ok(engines) => {
             let parts = engines
                 .into_iter()
@@ -361,8 +362,8 @@ pub fn select_gpus(
         Err(e) if use_gpu == UseGpu::Optional => {
             eprintln!("LOG (amtool) no usable GPU ({e}); computing on the CPU");
             match partitions {
-                1 => select(UseGpu::No, threads),
-                p => cpu_partitions(threads, p),
+                None => select(UseGpu::No, threads),
+                Some(p) => cpu_partitions(threads, p),
             }
         }
         Err(e) => Err(e),
@@ -372,7 +373,9 @@ pub fn select_gpus(
 /// The CPU as `p` logical partitions, its threads shared out among them.
 fn cpu_partitions(threads: usize, p: usize) -> Result<Box<dyn Engine>> {
     let each = (available_threads(threads) / p).max(1);
-    eprintln!("LOG (amtool) the CPU as {p} logical partitions of {each} threads (AMTOOL_PARTITIONS)");
+    if p > 1 {
+        eprintln!("LOG (amtool) the CPU as {p} logical partitions of {each} threads (AMTOOL_PARTITIONS)");
+    }
     let parts = (0..p)
         .map(|_| Ok(Box::new(cpu::CpuEngine::new(each)?) as Box<dyn Engine>))
         .collect::<Result<Vec<_>>>()?;
@@ -395,10 +398,7 @@ pub fn by_name(name: &str, threads: usize) -> Result<Box<dyn Engine>> {
 pub fn by_name_gpus(name: &str, threads: usize, gpus: Gpus) -> Result<Box<dyn Engine>> {
     match name {
         // The CPU as a multi-engine of its partitions (one by default).
-        "cpu" => match multi::partitions_from_env()? {
-            1 => Ok(Box::new(MultiEngine::new(vec![by_name(name, threads)?])?)),
-            p => cpu_partitions(threads, p),
-        },
+        "cpu" => cpu_partitions(threads, multi::partitions_from_env()?.unwrap_or(1)),
         "cuda" => select_gpus(UseGpu::Yes, threads, gpus, None),
         _ => by_name(name, threads),
     }

@@ -79,12 +79,13 @@ impl std::fmt::Display for Gpus {
     }
 }
 
-/// `AMTOOL_PARTITIONS`: logical partitions per device (1 when unset).
-pub fn partitions_from_env() -> Result<usize> {
+/// `AMTOOL_PARTITIONS`: logical partitions per device, `None` when unset
+/// (for the CPU: no multi-engine at all; set to 1, a multi-engine of one).
+pub fn partitions_from_env() -> Result<Option<usize>> {
     match std::env::var("AMTOOL_PARTITIONS") {
-        Err(_) => Ok(1),
+        Err(_) => Ok(None),
         Ok(v) => match v.parse::<usize>() {
-            Ok(n) if n >= 1 => Ok(n),
+            Ok(n) if n >= 1 => Ok(Some(n)),
             _ => Err(Error::Usage(format!(
                 "AMTOOL_PARTITIONS={v}: expected a number of partitions (1 or more)"
             ))),
