@@ -46,7 +46,10 @@ fn output_on(partitions: usize, args: &[&str]) -> (Vec<u8>, String) {
             .env("AMTOOL_PARTITIONS", partitions.to_string())
             .args(args),
     );
-    assert_eq!(code, 0, "AMTOOL_PARTITIONS={partitions} amtool {args:?}:\n{err}");
+    assert_eq!(
+        code, 0,
+        "AMTOOL_PARTITIONS={partitions} amtool {args:?}:\n{err}"
+    );
     let out = args.last().unwrap();
     let file = out.rsplit(':').next().unwrap();
     (std::fs::read(file).unwrap(), err)
@@ -79,7 +82,10 @@ fn acc_stats_are_the_same_bytes_on_any_number_of_partitions() {
     // Global GMMs: 33 × 8445 frames, five batches.
     let feats = repeated_ark(&d, GLOBAL_COPIES);
     let out = path(&d, "ubm.acc");
-    same_on_any_partitions(&["acc-stats", "--use-gpu=no", UBM, &feats, &out], "diagonal UBM");
+    same_on_any_partitions(
+        &["acc-stats", "--use-gpu=no", UBM, &feats, &out],
+        "diagonal UBM",
+    );
     let out = path(&d, "fubm.acc");
     let (one, _) = output_on(1, &["acc-stats", "--use-gpu=no", FUBM, &feats, &out]);
     let (three, err) = output_on(3, &["acc-stats", "--use-gpu=no", FUBM, &feats, &out]);
@@ -122,12 +128,17 @@ fn gpus_option_is_checked_and_ignored_on_the_cpu() {
     assert!(err.contains("--gpus=two"), "{err}");
     let (code, err) = run(&["acc-stats", "--use-gpu=no", "--gpus=2", UBM, &feats, &out]);
     assert_eq!(code, 0, "{err}");
-    assert!(err.contains("computing on the CPU: --gpus=2 ignored"), "{err}");
-    let (code, err) = run_cmd(
-        amtool()
-            .env("AMTOOL_PARTITIONS", "0")
-            .args(["score", "--use-gpu=no", UBM, &feats, &format!("ark:{out}")]),
+    assert!(
+        err.contains("computing on the CPU: --gpus=2 ignored"),
+        "{err}"
     );
+    let (code, err) = run_cmd(amtool().env("AMTOOL_PARTITIONS", "0").args([
+        "score",
+        "--use-gpu=no",
+        UBM,
+        &feats,
+        &format!("ark:{out}"),
+    ]));
     assert_ne!(code, 0);
     assert!(err.contains("AMTOOL_PARTITIONS=0"), "{err}");
     if amtool::engine::cuda::CudaEngine::new().is_err() {
@@ -166,11 +177,17 @@ fn gpu_outputs_are_the_same_bytes_on_any_number_of_partitions() {
         let (one, _) = output_on(1, &args);
         for p in [2, 3] {
             let (got, err) = output_on(p, &args);
-            assert!(got == one, "GPU {what}: {p} partitions differ from 1\n{err}");
+            assert!(
+                got == one,
+                "GPU {what}: {p} partitions differ from 1\n{err}"
+            );
         }
         let mut all = args.clone();
         all.insert(1, "--gpus=all");
         let (every, err) = output_on(1, &all);
-        assert!(every == one, "GPU {what}: every GPU differs from one\n{err}");
+        assert!(
+            every == one,
+            "GPU {what}: every GPU differs from one\n{err}"
+        );
     }
 }

@@ -18,8 +18,8 @@ use amtool_formats::kaldi::model::{KaldiModel, ObjectKind};
 use amtool_formats::kaldi::object::{object_to_bytes, read_object};
 use amtool_formats::kaldi::table::RandomAccessTableReader;
 
-use super::progress::Progress;
 use super::engine_args::GpusArg;
+use super::progress::Progress;
 use super::train_io::{parse_use_gpu, read_object_file, write_object_file};
 use super::{kaldi, KaldiStandard};
 use crate::engine::{Engine, UseGpu};

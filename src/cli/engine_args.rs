@@ -63,7 +63,13 @@ impl EngineArgs {
         gaussians_per_frame: f64,
     ) -> Result<Box<dyn Engine>, String> {
         let per_frame = (gaussians_per_frame, model.dim, model.kind);
-        engine_for_job(self.use_gpu, self.threads, Some(gpus.gpus), features, per_frame)
+        engine_for_job(
+            self.use_gpu,
+            self.threads,
+            Some(gpus.gpus),
+            features,
+            per_frame,
+        )
     }
 }
 

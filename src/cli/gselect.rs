@@ -72,7 +72,10 @@ fn gselect(args: &GselectArgs) -> Result<i32, String> {
     // With --gselect the preselected Gaussians are evaluated on the host: no engine.
     let engine = if args.gselect.is_empty() {
         let all = model.num_gaussians() as f64;
-        Some(args.engine.engine_on(&args.gpus, &args.features, &model, all)?)
+        Some(
+            args.engine
+                .engine_on(&args.gpus, &args.features, &model, all)?,
+        )
     } else {
         None
     };

@@ -374,7 +374,9 @@ pub fn select_gpus(
 fn cpu_partitions(threads: usize, p: usize) -> Result<Box<dyn Engine>> {
     let each = (available_threads(threads) / p).max(1);
     if p > 1 {
-        eprintln!("LOG (amtool) the CPU as {p} logical partitions of {each} threads (AMTOOL_PARTITIONS)");
+        eprintln!(
+            "LOG (amtool) the CPU as {p} logical partitions of {each} threads (AMTOOL_PARTITIONS)"
+        );
     }
     let parts = (0..p)
         .map(|_| Ok(Box::new(cpu::CpuEngine::new(each)?) as Box<dyn Engine>))

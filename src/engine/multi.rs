@@ -124,7 +124,6 @@ impl MultiEngine {
         self.min_part_rows = rows.max(1);
         self
     }
-
 }
 
 impl Engine for MultiEngine {
@@ -411,7 +410,9 @@ impl LoadedModel for MultiModel<'_> {
             frames.clear();
             r?;
         } else {
-            self.send(acc, |p, shape| p.accumulate_frames_apart(frames, dim, targets, shape))?;
+            self.send(acc, |p, shape| {
+                p.accumulate_frames_apart(frames, dim, targets, shape)
+            })?;
         }
         // The batch's memory went with it: the next batch's comes from the
         // device it goes to.
@@ -495,7 +496,10 @@ mod tests {
             Ok(None)
         }
         fn collect_apart(&mut self, acc: &mut ModelAccumulators) -> Result<f64> {
-            let s = self.kept.pop_front().ok_or_else(|| Error::Engine("none kept".into()))?;
+            let s = self
+                .kept
+                .pop_front()
+                .ok_or_else(|| Error::Engine("none kept".into()))?;
             acc.add(&s);
             Ok(s.total_like)
         }
@@ -538,7 +542,11 @@ mod tests {
     }
 
     /// Every form of targets over `frames` frames of `states` states.
-    fn targets_of(rng: &mut Rng, frames: usize, states: usize) -> (Vec<u32>, Vec<usize>, Vec<(u32, f32)>) {
+    fn targets_of(
+        rng: &mut Rng,
+        frames: usize,
+        states: usize,
+    ) -> (Vec<u32>, Vec<usize>, Vec<(u32, f32)>) {
         let ali = (0..frames).map(|_| rng.int(0, states - 1) as u32).collect();
         let mut offsets = vec![0];
         let mut pairs = Vec::new();
@@ -568,7 +576,13 @@ mod tests {
             let cases: [(&AcousticModel, FrameTargets<'_>); 3] = [
                 (&global, FrameTargets::Global),
                 (&am, FrameTargets::Aligned(&ali)),
-                (&am, FrameTargets::Weighted { offsets: &offsets, pairs: &pairs }),
+                (
+                    &am,
+                    FrameTargets::Weighted {
+                        offsets: &offsets,
+                        pairs: &pairs,
+                    },
+                ),
             ];
             for (model, targets) in cases {
                 let run = |engine: &MultiEngine| {
@@ -583,7 +597,10 @@ mod tests {
                         let r = t0..t0 + n;
                         let mut o = Vec::new();
                         let t = piece_targets(&targets, r.clone(), &mut o).unwrap();
-                        like2 += lm.accumulate_deferred(feats.rows(r).unwrap(), t, &mut many).unwrap().unwrap_or(0.0);
+                        like2 += lm
+                            .accumulate_deferred(feats.rows(r).unwrap(), t, &mut many)
+                            .unwrap()
+                            .unwrap_or(0.0);
                         if i == 2 {
                             like2 += lm.settle(&mut many).unwrap();
                         }
@@ -598,7 +615,10 @@ mod tests {
                 }
                 let kept = run(&keeping_parts(1));
                 for n in [2, 3] {
-                    assert!(run(&keeping_parts(n)) == kept, "{kind:?}: {n} keeping devices");
+                    assert!(
+                        run(&keeping_parts(n)) == kept,
+                        "{kind:?}: {n} keeping devices"
+                    );
                 }
                 assert_eq!(kept, want, "kept and returned statistics add the same");
             }
@@ -629,7 +649,10 @@ mod tests {
             bits(&a)
         };
         let forward = sum(&mut batches.iter());
-        let dealt = sum(&mut batches.iter().step_by(2).chain(batches.iter().skip(1).step_by(2)));
+        let dealt = sum(&mut batches
+            .iter()
+            .step_by(2)
+            .chain(batches.iter().skip(1).step_by(2)));
         assert_ne!(forward, dealt);
     }
 
@@ -686,14 +709,22 @@ mod tests {
         let mut acc = ModelAccumulators::zeros(&model, UpdateFlags::default());
         let short = [0u32; 9];
         let e = lm
-            .accumulate(FrameBatch::new(&data, 2), FrameTargets::Aligned(&short), &mut acc)
+            .accumulate(
+                FrameBatch::new(&data, 2),
+                FrameTargets::Aligned(&short),
+                &mut acc,
+            )
             .unwrap_err();
         assert!(e.to_string().contains("targets"), "{e}");
         let mut out = vec![0f32; 7];
-        assert!(lm.state_loglikes(FrameBatch::new(&data, 2), &mut out).is_err());
+        assert!(lm
+            .state_loglikes(FrameBatch::new(&data, 2), &mut out)
+            .is_err());
         let mut frames = HostFrames::with_capacity(8);
         frames.push(&data[..5]);
-        let e = lm.accumulate_frames(&mut frames, 2, FrameTargets::Global, &mut acc).unwrap_err();
+        let e = lm
+            .accumulate_frames(&mut frames, 2, FrameTargets::Global, &mut acc)
+            .unwrap_err();
         assert!(e.to_string().contains("whole frames"), "{e}");
         assert_eq!("all".parse::<Gpus>(), Ok(Gpus::All));
         assert_eq!("3".parse::<Gpus>(), Ok(Gpus::Count(3)));

@@ -912,7 +912,8 @@ mod tests {
                     for (u, &n) in lens.iter().enumerate() {
                         let f = data[t * d..(t + n) * d].to_vec();
                         let w = weighted.then(|| &weights[t..t + n]);
-                        acc.add_utterance(&format!("u{u}"), f, n, d, w, None).unwrap();
+                        acc.add_utterance(&format!("u{u}"), f, n, d, w, None)
+                            .unwrap();
                         t += n;
                     }
                     let like = acc.take_like().unwrap().to_bits();
@@ -922,7 +923,10 @@ mod tests {
                 };
                 let want = run(&parts(1));
                 for n in [2, 3] {
-                    assert!(run(&parts(n)) == want, "{kind:?} weighted={weighted}: {n} devices");
+                    assert!(
+                        run(&parts(n)) == want,
+                        "{kind:?} weighted={weighted}: {n} devices"
+                    );
                 }
             }
         }

@@ -123,10 +123,9 @@ impl CudaEngine {
 
     fn open() -> Result<Self> {
         let count = device_count()?;
-        let chosen = select::select_device(count, open_device, |line| {
-            eprintln!("LOG (amtool) {line}")
-        })
-        .map_err(|e| Error::Engine(format!("CUDA: {e}")))?;
+        let chosen =
+            select::select_device(count, open_device, |line| eprintln!("LOG (amtool) {line}"))
+                .map_err(|e| Error::Engine(format!("CUDA: {e}")))?;
         Self::on_selected(chosen)
     }
 
@@ -359,6 +358,28 @@ pub fn gpu_required() -> bool {
 /// device` — a panic instead when [`gpu_required`].
 pub fn engine_for_tests() -> Option<CudaEngine> {
     match CudaEngine::new() {
+        Ok(e) => Some(e),
+        Err(e) if gpu_required() => panic!("AMTOOL_REQUIRE_GPU=1 but no CUDA engine: {e}"),
+        Err(e) => {
+            println!("skipped: no CUDA device ({e})");
+            None
+        }
+    }
+}
+
+/// For GPU tests: `partitions` engines on one GPU as a multi-engine
+/// (logical partitions of the device [`select`] chooses), or `None` after
+/// printing `skipped: no CUDA device` — a panic instead when
+/// [`gpu_required`].
+pub fn partitions_for_tests(partitions: usize) -> Option<crate::engine::MultiEngine> {
+    let opened = CudaEngine::open_devices(Gpus::Count(1), partitions).and_then(|v| {
+        let parts = v
+            .into_iter()
+            .map(|e| Box::new(e) as Box<dyn Engine>)
+            .collect();
+        crate::engine::MultiEngine::new(parts)
+    });
+    match opened {
         Ok(e) => Some(e),
         Err(e) if gpu_required() => panic!("AMTOOL_REQUIRE_GPU=1 but no CUDA engine: {e}"),
         Err(e) => {

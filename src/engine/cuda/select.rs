@@ -176,7 +176,10 @@ pub fn select_devices<C>(
             "Trying to select device: {} (automatically), mem_ratio: {r}",
             s.index
         ));
-        log(format!("Success selecting device {} free mem ratio: {r}", s.index));
+        log(format!(
+            "Success selecting device {} free mem ratio: {r}",
+            s.index
+        ));
     }
     Ok(opened)
 }
@@ -264,7 +267,10 @@ mod tests {
     }
 
     /// Devices with these free figures (None: refuses), `want` of them.
-    fn run_many(free: &[Option<usize>], want: Option<usize>) -> (Result<Vec<usize>, String>, Vec<String>) {
+    fn run_many(
+        free: &[Option<usize>],
+        want: Option<usize>,
+    ) -> (Result<Vec<usize>, String>, Vec<String>) {
         let mut lines = Vec::new();
         let r = select_devices(
             free.len(),
@@ -302,7 +308,10 @@ mod tests {
         assert_eq!(r.unwrap_err(), "3 GPUs wanted, 2 visible");
         let (r, _) = run_many(&[None, Some(3), None], Some(2));
         let e = r.unwrap_err();
-        assert!(e.contains("2 GPUs wanted, 1 of 3 opened") && e.contains("device 0: in use"), "{e}");
+        assert!(
+            e.contains("2 GPUs wanted, 1 of 3 opened") && e.contains("device 0: in use"),
+            "{e}"
+        );
         let (r, lines) = run_many(&[Some(5), Some(9)], Some(1));
         assert_eq!(r, Ok(vec![1]));
         assert_eq!(lines[0], "Selecting from 2 GPUs");
