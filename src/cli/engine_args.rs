@@ -27,7 +27,9 @@ pub struct GpusArg {
     /// GPUs to compute on (amtool's own option): a number, or all (every
     /// GPU CUDA_VISIBLE_DEVICES leaves visible), chosen by free memory as
     /// with one; the frames are split among them, with results the same to
-    /// the bit for any number. Ignored on the CPU.
+    /// the bit for any number. Ignored on the CPU. AMTOOL_PARTITIONS=P
+    /// uses each device (or the CPU) as P logical partitions, to test the
+    /// splitting without the devices.
     #[arg(long, value_name = "N|all", default_value = "1")]
     pub gpus: Gpus,
 }
