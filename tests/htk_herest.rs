@@ -32,9 +32,15 @@ fn workdir(m: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
 
 /// Runs `amtool herest ARGS` in testdata/htk/herest; (exit code, stdout, stderr).
 fn herest(args: &[&str]) -> (i32, String, String) {
+    herest_env(&[], args)
+}
+
+/// [`herest`] with environment variables set.
+fn herest_env(env: &[(&str, &str)], args: &[&str]) -> (i32, String, String) {
     let o = common::amtool()
         .arg("herest")
         .args(args)
+        .envs(env.iter().copied())
         .current_dir(TD)
         .output()
         .unwrap();
@@ -1116,4 +1122,47 @@ fn switch_arguments_are_range_checked_as_hshell_does() {
     let (code, _, err) = herest(&["-N", "monophones1", "x.mfc"]);
     assert_eq!(code, 1);
     assert!(err.contains("Unknown switch -N"), "{err}");
+}
+
+/// An engine pass on `partitions` logical partitions (AMTOOL_PARTITIONS):
+/// the printed lines and the output MMF.
+fn partition_pass(m: &str, scorer: &str, partitions: &str) -> (String, Vec<u8>) {
+    let (_d, mmf, out) = workdir(m);
+    let (code, stdout, stderr) = herest_env(
+        &[("AMTOOL_PARTITIONS", partitions)],
+        &[
+            scorer,
+            "-C",
+            "train.cfg",
+            "-I",
+            "aligned.mlf",
+            "-S",
+            "train.scp",
+            "-H",
+            mmf.to_str().unwrap(),
+            "-M",
+            out.to_str().unwrap(),
+            "monophones1",
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    (stdout, std::fs::read(out.join(format!("{m}.mmf"))).unwrap())
+}
+
+/// HERest's engine path split over 2 and 3 partitions (its 40 utterances
+/// scored in batches of 32 split by frames, their statistics sent as two
+/// batches dealt to the partitions): the same printout and model as one.
+#[test]
+fn engine_scorer_is_the_same_on_any_number_of_partitions() {
+    let one = partition_pass("mixvar", "--scorer=cpu", "1");
+    for p in ["2", "3"] {
+        assert!(partition_pass("mixvar", "--scorer=cpu", p) == one, "{p} partitions");
+    }
+    if amtool::engine::cuda::engine_for_tests().is_none() {
+        return;
+    }
+    let one = partition_pass("mixvar", "--scorer=cuda", "1");
+    for p in ["2", "3"] {
+        assert!(partition_pass("mixvar", "--scorer=cuda", p) == one, "GPU: {p} partitions");
+    }
 }
