@@ -34,27 +34,6 @@ fn bits32(v: &[f32]) -> Vec<u32> {
     v.iter().map(|x| x.to_bits()).collect()
 }
 
-fn bits(a: &ModelAccumulators) -> Vec<u64> {
-    let mut v = vec![a.total_like.to_bits(), a.total_frames.to_bits()];
-    for s in &a.states {
-        for x in s.occupancy.iter().chain(&s.mean_acc).chain(&s.var_acc) {
-            v.push(x.to_bits());
-        }
-    }
-    v
-}
-
-/// Features whose scale changes every 997 frames (batch sums of different
-/// exponents: their order of addition shows in the bits).
-fn uneven_features(rng: &mut Rng, frames: usize, d: usize) -> Vec<f32> {
-    let mut data = random::features(rng, frames, d);
-    for block in data.chunks_mut(997 * d) {
-        let scale = (rng.normal() * 0.7).exp() as f32;
-        block.iter_mut().for_each(|x| *x *= scale);
-    }
-    data
-}
-
 #[test]
 fn scores_are_the_same_bits_on_any_number_of_partitions() {
     let Some(engines) = engines() else { return };
@@ -108,7 +87,7 @@ fn statistics_are_the_same_bits_on_any_number_of_partitions() {
     let mut rng = Rng::new(22);
     let d = 39;
     let frames = 2 * PIECE_FRAMES + 4321;
-    let data = uneven_features(&mut rng, frames, d);
+    let data = random::uneven_features(&mut rng, frames, d, 0.7);
     let feats = FrameBatch::new(&data, d);
     let counts = random::skewed_counts(&mut rng, 100, 6.0, 24);
     let am = random::model(&mut rng, &counts, d, CovKind::Diagonal);
@@ -143,7 +122,7 @@ fn statistics_are_the_same_bits_on_any_number_of_partitions() {
             let mut lm = e.load(model).unwrap();
             let mut acc = ModelAccumulators::zeros(model, UpdateFlags::default());
             let like = lm.accumulate(feats, targets, &mut acc).unwrap();
-            (like.to_bits(), bits(&acc))
+            (like.to_bits(), acc.bit_patterns())
         };
         let want = run(&engines[0]);
         for (i, e) in engines.iter().enumerate().skip(1) {
@@ -162,7 +141,7 @@ fn streamed_statistics_are_the_same_bits_on_any_number_of_partitions() {
     let mut lens: Vec<usize> = (0..600).map(|_| rng.int(50, 1_500)).collect();
     lens.insert(300, PIECE_FRAMES + 777);
     let total: usize = lens.iter().sum();
-    let data = uneven_features(&mut rng, total, d);
+    let data = random::uneven_features(&mut rng, total, d, 0.7);
     let weights: Vec<f32> = (0..total).map(|t| ((t * 7) % 5) as f32 * 0.25).collect();
     for (model, weighted) in [
         (random::model(&mut rng, &[256], d, CovKind::Diagonal), false),

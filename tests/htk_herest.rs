@@ -103,23 +103,7 @@ fn tol(b: f64) -> f64 {
 }
 
 fn check_single_pass(m: &str, avg: &str) {
-    let (_d, mmf, out) = workdir(m);
-    let (code, stdout, stderr) = herest(&[
-        "-T",
-        "1",
-        "-C",
-        "train.cfg",
-        "-I",
-        "aligned.mlf",
-        "-S",
-        "train.scp",
-        "-H",
-        mmf.to_str().unwrap(),
-        "-M",
-        out.to_str().unwrap(),
-        "monophones1",
-    ]);
-    assert_eq!(code, 0, "{stderr}");
+    let (stdout, got) = single_pass(m, &["-T", "1"], &[]);
     // The average HERest printed (fixture log), to all its digits.
     let want = format!("Reestimation complete - average log prob per frame = {avg}");
     assert_eq!(
@@ -151,7 +135,6 @@ fn check_single_pass(m: &str, avg: &str) {
             log_lines(&format!("herest_{m}_single.log"), "floored variance")
         );
     }
-    let got = std::fs::read_to_string(out.join(format!("{m}.mmf"))).unwrap();
     let want = String::from_utf8(gunzip(&format!("expected/{m}/single.mmf.gz"))).unwrap();
     if m == "fullcov" {
         check_fullcov(&got, &want);
@@ -605,13 +588,12 @@ fn map_with_transitions_is_refused() {
     assert!(err.contains("MAP"), "{err}");
 }
 
-/// A single pass with state likelihoods from an amtool engine instead of
-/// HTK's own float arithmetic: HERest's average to 4 decimals, parameters
-/// within the tolerance above. Returns the output MMF.
-fn engine_pass(m: &str, scorer: &str, avg: f64) -> String {
+/// A single pass of `m` (aligned.mlf, train.scp) with the options `opts`
+/// and the environment `env`: what it printed and the output MMF.
+fn single_pass(m: &str, opts: &[&str], env: &[(&str, &str)]) -> (String, String) {
     let (_d, mmf, out) = workdir(m);
-    let (code, stdout, stderr) = herest(&[
-        scorer,
+    let mut args = opts.to_vec();
+    args.extend([
         "-C",
         "train.cfg",
         "-I",
@@ -624,7 +606,17 @@ fn engine_pass(m: &str, scorer: &str, avg: f64) -> String {
         out.to_str().unwrap(),
         "monophones1",
     ]);
+    let (code, stdout, stderr) = herest_env(env, &args);
     assert_eq!(code, 0, "{stderr}");
+    let text = std::fs::read_to_string(out.join(format!("{m}.mmf"))).unwrap();
+    (stdout, text)
+}
+
+/// A single pass with state likelihoods from an amtool engine instead of
+/// HTK's own float arithmetic: HERest's average to 4 decimals, parameters
+/// within the tolerance above. Returns the output MMF.
+fn engine_pass(m: &str, scorer: &str, avg: f64) -> String {
+    let (stdout, text) = single_pass(m, &[scorer], &[]);
     let line = out_lines(&stdout, "average log prob").pop().unwrap();
     let got: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
     // HERest's value to its 4th decimal, allowing the engines' float rounding
@@ -632,7 +624,6 @@ fn engine_pass(m: &str, scorer: &str, avg: f64) -> String {
     // −65.06419 for HERest's −65.06420).
     eprintln!("{m} {scorer}: {line}");
     assert!((got - avg).abs() <= 1.5e-4, "{line} vs HERest {avg}");
-    let text = std::fs::read_to_string(out.join(format!("{m}.mmf"))).unwrap();
     let want = String::from_utf8(gunzip(&format!("expected/{m}/single.mmf.gz"))).unwrap();
     let (a, b) = same_structure(&text, &want);
     // The engine path differs from HERest in two documented ways: the
@@ -1124,29 +1115,10 @@ fn switch_arguments_are_range_checked_as_hshell_does() {
     assert!(err.contains("Unknown switch -N"), "{err}");
 }
 
-/// An engine pass on `partitions` logical partitions (AMTOOL_PARTITIONS):
-/// the printed lines and the output MMF.
-fn partition_pass(m: &str, scorer: &str, partitions: &str) -> (String, Vec<u8>) {
-    let (_d, mmf, out) = workdir(m);
-    let (code, stdout, stderr) = herest_env(
-        &[("AMTOOL_PARTITIONS", partitions)],
-        &[
-            scorer,
-            "-C",
-            "train.cfg",
-            "-I",
-            "aligned.mlf",
-            "-S",
-            "train.scp",
-            "-H",
-            mmf.to_str().unwrap(),
-            "-M",
-            out.to_str().unwrap(),
-            "monophones1",
-        ],
-    );
-    assert_eq!(code, 0, "{stderr}");
-    (stdout, std::fs::read(out.join(format!("{m}.mmf"))).unwrap())
+/// [`single_pass`] with `scorer` on `partitions` logical partitions
+/// (AMTOOL_PARTITIONS).
+fn partition_pass(m: &str, scorer: &str, partitions: &str) -> (String, String) {
+    single_pass(m, &[scorer], &[("AMTOOL_PARTITIONS", partitions)])
 }
 
 /// HERest's engine path split over 2 and 3 partitions (its 40 utterances
@@ -1156,13 +1128,19 @@ fn partition_pass(m: &str, scorer: &str, partitions: &str) -> (String, Vec<u8>) 
 fn engine_scorer_is_the_same_on_any_number_of_partitions() {
     let one = partition_pass("mixvar", "--scorer=cpu", "1");
     for p in ["2", "3"] {
-        assert!(partition_pass("mixvar", "--scorer=cpu", p) == one, "{p} partitions");
+        assert!(
+            partition_pass("mixvar", "--scorer=cpu", p) == one,
+            "{p} partitions"
+        );
     }
     if amtool::engine::cuda::engine_for_tests().is_none() {
         return;
     }
     let one = partition_pass("mixvar", "--scorer=cuda", "1");
     for p in ["2", "3"] {
-        assert!(partition_pass("mixvar", "--scorer=cuda", p) == one, "GPU: {p} partitions");
+        assert!(
+            partition_pass("mixvar", "--scorer=cuda", p) == one,
+            "GPU: {p} partitions"
+        );
     }
 }

@@ -519,28 +519,6 @@ mod tests {
         MultiEngine::new(parts).unwrap()
     }
 
-    fn bits(a: &ModelAccumulators) -> Vec<u64> {
-        let mut v = vec![a.total_like.to_bits(), a.total_frames.to_bits()];
-        for s in &a.states {
-            for x in s.occupancy.iter().chain(&s.mean_acc).chain(&s.var_acc) {
-                v.push(x.to_bits());
-            }
-        }
-        v
-    }
-
-    /// Features whose scale changes every 997 frames over three orders of
-    /// magnitude: the batches' sums then differ in exponent, and adding
-    /// them in another order rounds differently.
-    fn uneven_features(rng: &mut Rng, frames: usize, d: usize) -> Vec<f32> {
-        let mut data = random::features(rng, frames, d);
-        for block in data.chunks_mut(997 * d) {
-            let scale = (rng.normal() * 2.0).exp() as f32;
-            block.iter_mut().for_each(|x| *x *= scale);
-        }
-        data
-    }
-
     /// Every form of targets over `frames` frames of `states` states.
     fn targets_of(
         rng: &mut Rng,
@@ -570,7 +548,7 @@ mod tests {
             let global = random::model(&mut rng, &[5], d, kind);
             let am = random::model(&mut rng, &[2, 3, 1, 4], d, kind);
             let frames = 2 * PIECE_FRAMES + 1234;
-            let data = uneven_features(&mut rng, frames, d);
+            let data = random::uneven_features(&mut rng, frames, d, 2.0);
             let feats = FrameBatch::new(&data, d);
             let (ali, offsets, pairs) = targets_of(&mut rng, frames, states);
             let cases: [(&AcousticModel, FrameTargets<'_>); 3] = [
@@ -607,7 +585,12 @@ mod tests {
                         t0 += n;
                     }
                     like2 += lm.settle(&mut many).unwrap();
-                    (like.to_bits(), bits(&one), like2.to_bits(), bits(&many))
+                    (
+                        like.to_bits(),
+                        one.bit_patterns(),
+                        like2.to_bits(),
+                        many.bit_patterns(),
+                    )
                 };
                 let want = run(&cpu_parts(1));
                 for n in [2, 3] {
@@ -631,7 +614,7 @@ mod tests {
     fn the_order_of_the_batches_shows_in_the_bits() {
         let mut rng = Rng::new(3);
         let model = random::model(&mut rng, &[6], 4, CovKind::Diagonal);
-        let data = uneven_features(&mut rng, 60_000, 4);
+        let data = random::uneven_features(&mut rng, 60_000, 4, 2.0);
         let engine = CpuEngine::new(1).unwrap();
         let mut lm = engine.load(&model).unwrap();
         let shape = ModelAccumulators::zeros(&model, UpdateFlags::default());
@@ -646,7 +629,7 @@ mod tests {
         let sum = |order: &mut dyn Iterator<Item = &ModelAccumulators>| {
             let mut a = shape.zeros_like();
             order.for_each(|b| a.add(b));
-            bits(&a)
+            a.bit_patterns()
         };
         let forward = sum(&mut batches.iter());
         let dealt = sum(&mut batches

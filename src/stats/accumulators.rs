@@ -104,6 +104,17 @@ impl ModelAccumulators {
         }
     }
 
+    /// The bits of every number (totals first, then each state's
+    /// occupancies and sums), for comparisons to the bit.
+    pub fn bit_patterns(&self) -> Vec<u64> {
+        let mut v = vec![self.total_like.to_bits(), self.total_frames.to_bits()];
+        for s in &self.states {
+            let all = s.occupancy.iter().chain(&s.mean_acc).chain(&s.var_acc);
+            v.extend(all.map(|x| x.to_bits()));
+        }
+        v
+    }
+
     /// Whether `other` has the states, components and statistics of `self`
     /// (what [`add`](Self::add) needs).
     pub fn same_shape(&self, other: &ModelAccumulators) -> bool {

@@ -896,11 +896,7 @@ mod tests {
         lens.insert(100, BATCH_FRAMES + 999);
         let total: usize = lens.iter().sum();
         let d = 2;
-        let mut data = random::features(&mut rng, total, d);
-        for block in data.chunks_mut(997 * d) {
-            let scale = (rng.normal() * 2.0).exp() as f32;
-            block.iter_mut().for_each(|x| *x *= scale);
-        }
+        let data = random::uneven_features(&mut rng, total, d, 2.0);
         let weights: Vec<f32> = (0..total).map(|t| ((t * 7) % 5) as f32 * 0.25).collect();
         for kind in [CovKind::Diagonal, CovKind::Full] {
             let model = random::model(&mut rng, &[4], d, kind);

@@ -644,6 +644,22 @@ impl<'e> CudaModel<'e> {
         Ok(())
     }
 
+    /// Zeroed statistics for a first batch, the timers of the last call
+    /// cleared.
+    fn begin_pending(&mut self) -> Result<Pending> {
+        self.timers.clear();
+        self.e16_chunks = 0;
+        Ok(Pending {
+            acc64: self.begin_stats()?,
+            total: self
+                .eng
+                .stream
+                .alloc_zeros::<f64>(1)
+                .map_err(driver_err("allocating"))?,
+            weight: 0.0,
+        })
+    }
+
     /// Zero the device accumulators.
     fn begin_stats(&mut self) -> Result<CudaSlice<f64>> {
         let n = self.total_gaussians * self.kz;
@@ -1319,19 +1335,7 @@ impl CudaModel<'_> {
         }
         let mut pend = match self.pending.take() {
             Some(p) => p,
-            None => {
-                self.timers.clear();
-                self.e16_chunks = 0;
-                Pending {
-                    acc64: self.begin_stats()?,
-                    total: self
-                        .eng
-                        .stream
-                        .alloc_zeros::<f64>(1)
-                        .map_err(driver_err("allocating"))?,
-                    weight: 0.0,
-                }
-            }
+            None => self.begin_pending()?,
         };
         let r = self.enqueue_stats(&feats, &targets, src, &mut pend);
         // Kept even after an error: what was enqueued before it is settled

@@ -70,31 +70,15 @@ pub fn select_device<C>(
     let mut best: Option<Selected<C>> = None;
     let mut refusals = Vec::new();
     for n in 0..count {
-        match open(n) {
-            Ok((context, figures)) => {
-                log(format!(
-                    "cudaSetDevice({n}): {}\t{}",
-                    figures.name,
-                    figures.memory_text()
-                ));
-                // Strictly larger: ties go to the lower index, as in Kaldi.
-                if best
-                    .as_ref()
-                    .is_none_or(|b| figures.ratio() > b.figures.ratio())
-                {
-                    best = Some(Selected {
-                        index: n,
-                        context,
-                        figures,
-                    });
-                }
-            }
-            Err(e) => {
-                log(format!(
-                    "cudaSetDevice({n}): Cannot select this device: {e}"
-                ));
-                refusals.push(format!("device {n}: {e}"));
-            }
+        let Some(found) = probe(n, &mut open, &mut log, &mut refusals) else {
+            continue;
+        };
+        // Strictly larger: ties go to the lower index, as in Kaldi.
+        if best
+            .as_ref()
+            .is_none_or(|b| found.figures.ratio() > b.figures.ratio())
+        {
+            best = Some(found);
         }
     }
     let Some(best) = best else {
@@ -103,16 +87,52 @@ pub fn select_device<C>(
             refusals.join("; ")
         ));
     };
-    let r = best.figures.ratio() as f32;
+    log_chosen(&best, &mut log);
+    Ok(best)
+}
+
+/// Opens device `n` and logs its figures (Kaldi's `cudaSetDevice` line),
+/// or logs and records why it refused.
+fn probe<C>(
+    n: usize,
+    open: &mut impl FnMut(usize) -> Result<(C, DeviceFigures), String>,
+    log: &mut impl FnMut(String),
+    refusals: &mut Vec<String>,
+) -> Option<Selected<C>> {
+    match open(n) {
+        Ok((context, figures)) => {
+            log(format!(
+                "cudaSetDevice({n}): {}\t{}",
+                figures.name,
+                figures.memory_text()
+            ));
+            Some(Selected {
+                index: n,
+                context,
+                figures,
+            })
+        }
+        Err(e) => {
+            log(format!(
+                "cudaSetDevice({n}): Cannot select this device: {e}"
+            ));
+            refusals.push(format!("device {n}: {e}"));
+            None
+        }
+    }
+}
+
+/// Kaldi's lines for a device chosen.
+fn log_chosen<C>(chosen: &Selected<C>, log: &mut impl FnMut(String)) {
+    let r = chosen.figures.ratio() as f32;
     log(format!(
         "Trying to select device: {} (automatically), mem_ratio: {r}",
-        best.index
+        chosen.index
     ));
     log(format!(
         "Success selecting device {} free mem ratio: {r}",
-        best.index
+        chosen.index
     ));
-    Ok(best)
 }
 
 /// Select `want` of `count` devices (`None`: every one that opens), in
@@ -133,30 +153,10 @@ pub fn select_devices<C>(
         _ => {}
     }
     log(format!("Selecting from {count} GPUs"));
-    let mut opened = Vec::new();
     let mut refusals = Vec::new();
-    for n in 0..count {
-        match open(n) {
-            Ok((context, figures)) => {
-                log(format!(
-                    "cudaSetDevice({n}): {}\t{}",
-                    figures.name,
-                    figures.memory_text()
-                ));
-                opened.push(Selected {
-                    index: n,
-                    context,
-                    figures,
-                });
-            }
-            Err(e) => {
-                log(format!(
-                    "cudaSetDevice({n}): Cannot select this device: {e}"
-                ));
-                refusals.push(format!("device {n}: {e}"));
-            }
-        }
-    }
+    let mut opened: Vec<Selected<C>> = (0..count)
+        .filter_map(|n| probe(n, &mut open, &mut log, &mut refusals))
+        .collect();
     let wanted = want.unwrap_or(1).max(1);
     if opened.len() < wanted {
         return Err(format!(
@@ -171,15 +171,7 @@ pub fn select_devices<C>(
     opened.truncate(want.unwrap_or(count));
     opened.sort_by_key(|s| s.index);
     for s in &opened {
-        let r = s.figures.ratio() as f32;
-        log(format!(
-            "Trying to select device: {} (automatically), mem_ratio: {r}",
-            s.index
-        ));
-        log(format!(
-            "Success selecting device {} free mem ratio: {r}",
-            s.index
-        ));
+        log_chosen(s, &mut log);
     }
     Ok(opened)
 }

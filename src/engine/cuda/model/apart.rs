@@ -9,7 +9,7 @@
 
 use cudarc::driver::PinnedHostSlice;
 
-use super::{CudaModel, Pending, Source};
+use super::{CudaModel, Source};
 use crate::engine::cuda::{driver_err, plan};
 use crate::engine::{FrameBatch, FrameTargets};
 use crate::stats::ModelAccumulators;
@@ -59,17 +59,7 @@ impl CudaModel<'_> {
             self.apart.push_back(ApartBatch { copy: None });
             return Ok(());
         }
-        self.timers.clear();
-        self.e16_chunks = 0;
-        let mut pend = Pending {
-            acc64: self.begin_stats()?,
-            total: self
-                .eng
-                .stream
-                .alloc_zeros::<f64>(1)
-                .map_err(driver_err("allocating"))?,
-            weight: 0.0,
-        };
+        let mut pend = self.begin_pending()?;
         let r = self.enqueue_stats(feats, targets, src, &mut pend);
         let copy = r.and_then(|()| {
             let mut sums = self.host_f64(pend.acc64.len())?;
