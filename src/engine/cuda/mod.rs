@@ -149,6 +149,16 @@ impl CudaEngine {
             eprintln!("LOG (amtool) {line}")
         })
         .map_err(|e| Error::Engine(format!("CUDA: {e}")))?;
+        if let Some(other) = chosen
+            .iter()
+            .find(|c| c.figures.name != chosen[0].figures.name)
+        {
+            eprintln!(
+                "WARNING (amtool) GPUs of different models ({} and {}): results are the same \
+                 to the bit only among GPUs of one model",
+                chosen[0].figures.name, other.figures.name
+            );
+        }
         let mut engines = Vec::with_capacity(chosen.len() * partitions);
         for c in chosen {
             let index = c.index;
