@@ -169,7 +169,7 @@ _amtool() {
             return 0
             ;;
         amtool__subcmd__acc__subcmd__stats)
-            opts="-h --verbose --print-args --config --binary --use-gpu --threads --update-flags --gselect --weights --kaldi-tool --help"
+            opts="-h --verbose --print-args --config --binary --use-gpu --threads --gpus --update-flags --gselect --weights --kaldi-tool --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -196,6 +196,10 @@ _amtool() {
                     return 0
                     ;;
                 --threads)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --gpus)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -331,13 +335,17 @@ _amtool() {
             return 0
             ;;
         amtool__subcmd__bench)
-            opts="-h --engine --case --frames --gaussians --states --gaussians-per-state --dim --threads --reps --path --jobs --check-frames --help"
+            opts="-h --engine --gpus --case --frames --gaussians --states --gaussians-per-state --dim --threads --reps --path --jobs --check-frames --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --engine)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --gpus)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -725,7 +733,7 @@ _amtool() {
             return 0
             ;;
         amtool__subcmd__gselect)
-            opts="-h --verbose --print-args --config --use-gpu --threads --n --gselect --write-likes --help"
+            opts="-h --verbose --print-args --config --use-gpu --threads --gpus --n --gselect --write-likes --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -748,6 +756,10 @@ _amtool() {
                     return 0
                     ;;
                 --threads)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --gpus)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1247,7 +1259,7 @@ _amtool() {
             return 0
             ;;
         amtool__subcmd__score)
-            opts="-h --verbose --print-args --config --use-gpu --threads --average --gselect --lattices --old-acoustic-scale --help"
+            opts="-h --verbose --print-args --config --use-gpu --threads --gpus --average --gselect --lattices --old-acoustic-scale --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1270,6 +1282,10 @@ _amtool() {
                     return 0
                     ;;
                 --threads)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --gpus)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -32,9 +32,15 @@ fn workdir(m: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
 
 /// Runs `amtool herest ARGS` in testdata/htk/herest; (exit code, stdout, stderr).
 fn herest(args: &[&str]) -> (i32, String, String) {
+    herest_env(&[], args)
+}
+
+/// [`herest`] with environment variables set.
+fn herest_env(env: &[(&str, &str)], args: &[&str]) -> (i32, String, String) {
     let o = common::amtool()
         .arg("herest")
         .args(args)
+        .envs(env.iter().copied())
         .current_dir(TD)
         .output()
         .unwrap();
@@ -97,23 +103,7 @@ fn tol(b: f64) -> f64 {
 }
 
 fn check_single_pass(m: &str, avg: &str) {
-    let (_d, mmf, out) = workdir(m);
-    let (code, stdout, stderr) = herest(&[
-        "-T",
-        "1",
-        "-C",
-        "train.cfg",
-        "-I",
-        "aligned.mlf",
-        "-S",
-        "train.scp",
-        "-H",
-        mmf.to_str().unwrap(),
-        "-M",
-        out.to_str().unwrap(),
-        "monophones1",
-    ]);
-    assert_eq!(code, 0, "{stderr}");
+    let (stdout, got) = single_pass(m, &["-T", "1"], &[]);
     // The average HERest printed (fixture log), to all its digits.
     let want = format!("Reestimation complete - average log prob per frame = {avg}");
     assert_eq!(
@@ -145,7 +135,6 @@ fn check_single_pass(m: &str, avg: &str) {
             log_lines(&format!("herest_{m}_single.log"), "floored variance")
         );
     }
-    let got = std::fs::read_to_string(out.join(format!("{m}.mmf"))).unwrap();
     let want = String::from_utf8(gunzip(&format!("expected/{m}/single.mmf.gz"))).unwrap();
     if m == "fullcov" {
         check_fullcov(&got, &want);
@@ -599,13 +588,12 @@ fn map_with_transitions_is_refused() {
     assert!(err.contains("MAP"), "{err}");
 }
 
-/// A single pass with state likelihoods from an amtool engine instead of
-/// HTK's own float arithmetic: HERest's average to 4 decimals, parameters
-/// within the tolerance above. Returns the output MMF.
-fn engine_pass(m: &str, scorer: &str, avg: f64) -> String {
+/// A single pass of `m` (aligned.mlf, train.scp) with the options `opts`
+/// and the environment `env`: what it printed and the output MMF.
+fn single_pass(m: &str, opts: &[&str], env: &[(&str, &str)]) -> (String, String) {
     let (_d, mmf, out) = workdir(m);
-    let (code, stdout, stderr) = herest(&[
-        scorer,
+    let mut args = opts.to_vec();
+    args.extend([
         "-C",
         "train.cfg",
         "-I",
@@ -618,7 +606,17 @@ fn engine_pass(m: &str, scorer: &str, avg: f64) -> String {
         out.to_str().unwrap(),
         "monophones1",
     ]);
+    let (code, stdout, stderr) = herest_env(env, &args);
     assert_eq!(code, 0, "{stderr}");
+    let text = std::fs::read_to_string(out.join(format!("{m}.mmf"))).unwrap();
+    (stdout, text)
+}
+
+/// A single pass with state likelihoods from an amtool engine instead of
+/// HTK's own float arithmetic: HERest's average to 4 decimals, parameters
+/// within the tolerance above. Returns the output MMF.
+fn engine_pass(m: &str, scorer: &str, avg: f64) -> String {
+    let (stdout, text) = single_pass(m, &[scorer], &[]);
     let line = out_lines(&stdout, "average log prob").pop().unwrap();
     let got: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
     // HERest's value to its 4th decimal, allowing the engines' float rounding
@@ -626,7 +624,6 @@ fn engine_pass(m: &str, scorer: &str, avg: f64) -> String {
     // −65.06419 for HERest's −65.06420).
     eprintln!("{m} {scorer}: {line}");
     assert!((got - avg).abs() <= 1.5e-4, "{line} vs HERest {avg}");
-    let text = std::fs::read_to_string(out.join(format!("{m}.mmf"))).unwrap();
     let want = String::from_utf8(gunzip(&format!("expected/{m}/single.mmf.gz"))).unwrap();
     let (a, b) = same_structure(&text, &want);
     // The engine path differs from HERest in two documented ways: the
@@ -1116,4 +1113,34 @@ fn switch_arguments_are_range_checked_as_hshell_does() {
     let (code, _, err) = herest(&["-N", "monophones1", "x.mfc"]);
     assert_eq!(code, 1);
     assert!(err.contains("Unknown switch -N"), "{err}");
+}
+
+/// [`single_pass`] with `scorer` on `partitions` logical partitions
+/// (AMTOOL_PARTITIONS).
+fn partition_pass(m: &str, scorer: &str, partitions: &str) -> (String, String) {
+    single_pass(m, &[scorer], &[("AMTOOL_PARTITIONS", partitions)])
+}
+
+/// HERest's engine path split over 2 and 3 partitions (its 40 utterances
+/// scored in batches of 32 split by frames, their statistics sent as two
+/// batches dealt to the partitions): the same printout and model as one.
+#[test]
+fn engine_scorer_is_the_same_on_any_number_of_partitions() {
+    let one = partition_pass("mixvar", "--scorer=cpu", "1");
+    for p in ["2", "3"] {
+        assert!(
+            partition_pass("mixvar", "--scorer=cpu", p) == one,
+            "{p} partitions"
+        );
+    }
+    if amtool::engine::cuda::engine_for_tests().is_none() {
+        return;
+    }
+    let one = partition_pass("mixvar", "--scorer=cuda", "1");
+    for p in ["2", "3"] {
+        assert!(
+            partition_pass("mixvar", "--scorer=cuda", p) == one,
+            "GPU: {p} partitions"
+        );
+    }
 }

@@ -58,6 +58,18 @@ pub fn features(rng: &mut Rng, n: usize, dim: usize) -> Vec<f32> {
     (0..n * dim).map(|_| rng.normal() as f32).collect()
 }
 
+/// [`features`] scaled by a factor of its own every 997 frames, e^N(0,σ²)
+/// (`spread` σ): sums over different blocks differ in exponent, so adding
+/// them in another order rounds differently (tests of summation order).
+pub fn uneven_features(rng: &mut Rng, n: usize, dim: usize, spread: f64) -> Vec<f32> {
+    let mut data = features(rng, n, dim);
+    for block in data.chunks_mut(997 * dim.max(1)) {
+        let scale = (rng.normal() * spread).exp() as f32;
+        block.iter_mut().for_each(|x| *x *= scale);
+    }
+    data
+}
+
 /// Normalised weights: uniform draws (never zero) scaled to sum 1.
 fn weights(rng: &mut Rng, m: usize) -> Vec<f64> {
     let w: Vec<f64> = (0..m).map(|_| rng.uniform() + 0.1).collect();

@@ -18,6 +18,7 @@ use amtool_formats::kaldi::model::{KaldiModel, ObjectKind};
 use amtool_formats::kaldi::object::{object_to_bytes, read_object};
 use amtool_formats::kaldi::table::RandomAccessTableReader;
 
+use super::engine_args::GpusArg;
 use super::progress::Progress;
 use super::train_io::{parse_use_gpu, read_object_file, write_object_file};
 use super::{kaldi, KaldiStandard};
@@ -41,6 +42,8 @@ pub struct AccStatsArgs {
     /// CPU engine threads (0: one per CPU).
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub threads: usize,
+    #[command(flatten)]
+    pub gpus: GpusArg,
     /// Which parameters the statistics are for: subset of mvwt (models; gmm-acc-stats)
     /// or mvw (global GMMs). Default: all.
     #[arg(long, value_name = "FLAGS")]
@@ -280,7 +283,8 @@ fn engine_for(
     kind: CovKind,
 ) -> Result<Box<dyn Engine>, String> {
     let per_frame = (gaussians_per_frame, dim, kind);
-    super::engine_args::engine_for_job(args.use_gpu, args.threads, feats_spec, per_frame)
+    let gpus = Some(args.gpus.gpus);
+    super::engine_args::engine_for_job(args.use_gpu, args.threads, gpus, feats_spec, per_frame)
 }
 
 fn global_stats(args: &AccStatsArgs, model: &super::train_io::InputObject) -> Result<i32, String> {

@@ -4,13 +4,19 @@
 use clap::Args;
 
 use crate::bench::{self, BenchConfig};
-use crate::engine;
+use crate::engine::{self, Gpus};
 
 #[derive(Debug, Clone, Args)]
 pub struct BenchArgs {
     /// Engine to run: cpu or cuda.
     #[arg(long, default_value = "cpu", value_name = "NAME")]
     pub engine: String,
+    /// Run on this many GPUs (a number or all) through the multi-device
+    /// engine, whose statistics are the same for any number; the JSON lines
+    /// get a "gpus" key (the devices, AMTOOL_PARTITIONS logical partitions
+    /// counted). The cpu engine takes its AMTOOL_PARTITIONS.
+    #[arg(long, value_name = "N|all")]
+    pub gpus: Option<Gpus>,
     /// Case to run (repeatable; default: all engine cases): estep_seed000, score_seed002,
     /// score_seed002_var, fullcov_score_seed001, acc_ali, acc_stats_ark, score_ark,
     /// estep_fullcov, score_lattice, align_ark (these two read testdata/: run from the source
@@ -56,7 +62,11 @@ pub struct BenchArgs {
 
 /// Returns the exit status.
 pub fn run(args: &BenchArgs) -> i32 {
-    let engine = match engine::by_name(&args.engine, args.threads) {
+    let engine = match args.gpus {
+        Some(g) => engine::by_name_gpus(&args.engine, args.threads, g),
+        None => engine::by_name(&args.engine, args.threads),
+    };
+    let engine = match engine {
         Ok(e) => e,
         Err(e) => return super::fail(&e.to_string()),
     };
@@ -88,8 +98,10 @@ pub fn run(args: &BenchArgs) -> i32 {
         args.cases.clone()
     };
     for case in &cases {
-        let r = bench::run_case(engine.as_ref(), case, &cfg, &mut |j| {
-            println!("{}", j.line())
+        let gpus = args.gpus.map(|_| engine.devices());
+        let r = bench::run_case(engine.as_ref(), case, &cfg, &mut |j| match gpus {
+            Some(n) => println!("{}", j.clone().int("gpus", n).line()),
+            None => println!("{}", j.line()),
         });
         if let Err(e) = r {
             return super::fail(&format!("bench case {case}: {e}"));

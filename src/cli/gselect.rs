@@ -10,7 +10,7 @@ use amtool_formats::kaldi::holder::{Basic, Int32VectorVector};
 use amtool_formats::kaldi::matrix::Matrix;
 use amtool_formats::kaldi::table::{RandomAccessTableReader, SequentialTableReader, TableWriter};
 
-use super::engine_args::EngineArgs;
+use super::engine_args::{EngineArgs, GpusArg};
 use super::global_gmm::{gaussians_to_keep, read_global_model};
 use super::KaldiStandard;
 use crate::model::CovKind;
@@ -25,6 +25,8 @@ pub struct GselectArgs {
     pub std: KaldiStandard,
     #[command(flatten)]
     pub engine: EngineArgs,
+    #[command(flatten)]
+    pub gpus: GpusArg,
     /// Number of Gaussians to keep per frame.
     #[arg(long, value_name = "N", default_value_t = 50)]
     pub n: i32,
@@ -70,7 +72,10 @@ fn gselect(args: &GselectArgs) -> Result<i32, String> {
     // With --gselect the preselected Gaussians are evaluated on the host: no engine.
     let engine = if args.gselect.is_empty() {
         let all = model.num_gaussians() as f64;
-        Some(args.engine.engine_for(&args.features, &model, all)?)
+        Some(
+            args.engine
+                .engine_on(&args.gpus, &args.features, &model, all)?,
+        )
     } else {
         None
     };

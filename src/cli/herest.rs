@@ -7,7 +7,8 @@
 //! work: HTK's float arithmetic on the CPU (the default, HERest's numbers
 //! exactly), or an amtool engine (CPU or GPU) for the output probabilities
 //! and the mixture statistics (HERest's average log probability to 4
-//! decimals; no per-component e^-10 cut-off).
+//! decimals; no per-component e^-10 cut-off). `--gpus=N|all` (amtool's own)
+//! spreads an engine scorer's work over several GPUs.
 
 use amtool_formats::htk::mmf::MINMIX;
 use amtool_formats::htk::script::ScriptFile;
@@ -27,7 +28,9 @@ pub struct HerestArgs {
     /// adaptation transforms: -b file, -l N, -h mask, -K dir [ext], -z file.
     /// Refused as not supported: -a, -E, -J (transforms), -r (two
     /// parameterisations), -u a/s, -F/-G formats other than HTK.
-    /// amtool's own: --scorer=htk|cpu|cuda|engine.
+    /// amtool's own: --scorer=htk|cpu|cuda|engine, and --gpus=N|all (the GPUs
+    /// an engine scorer computes on, results the same to the bit for any
+    /// number; ignored on the CPU).
     #[arg(
         allow_hyphen_values = true,
         trailing_var_arg = true,
@@ -225,6 +228,8 @@ pub fn parse_switches(args: &[String]) -> Result<Switches, String> {
             sw.positional.push(a.to_string());
         } else if let Some(e) = a.strip_prefix("--scorer=") {
             sw.job.scorer = parse_scorer(e)?;
+        } else if let Some(n) = a.strip_prefix("--gpus=") {
+            sw.job.gpus = n.parse()?;
         } else if a.len() > 2 {
             return Err(format!("HERest: Bad switch {a}; must be single letter"));
         } else {

@@ -21,7 +21,7 @@ use super::train_io::parse_use_gpu;
 use super::KaldiStandard;
 use amtool_formats::kaldi::transition::TransitionModel;
 
-use crate::engine::{self, LoadedModel, UseGpu};
+use crate::engine::{self, Gpus, LoadedModel, UseGpu};
 use crate::model::AcousticModel;
 use crate::score::rescore::{prepare, FramePlan, LatticeBatch, Skip};
 use crate::train::write_behind::WriteBehind;
@@ -57,16 +57,26 @@ pub struct RescoreLatticeArgs {
 
 /// Run `amtool rescore-lattice`; returns the exit status.
 pub fn run(args: RescoreLatticeArgs) -> i32 {
-    match rescore(&args) {
+    run_on(args, None)
+}
+
+/// [`run`] on the GPUs `gpus` asks for (`amtool score --lattices --gpus`),
+/// or on one device.
+pub fn run_on(args: RescoreLatticeArgs, gpus: Option<Gpus>) -> i32 {
+    match rescore(&args, gpus) {
         Ok(code) => code,
         Err(msg) => super::fail(&msg),
     }
 }
 
-fn rescore(args: &RescoreLatticeArgs) -> Result<i32, String> {
+fn rescore(args: &RescoreLatticeArgs, gpus: Option<Gpus>) -> Result<i32, String> {
     let bytes = crate::train::io::read_input(&args.model).map_err(|e| e.to_string())?;
     let model = KaldiModel::from_bytes(&bytes).map_err(|e| e.in_file(&args.model).to_string())?;
-    let engine = engine::select(args.use_gpu, 0).map_err(|e| e.to_string())?;
+    let engine = match gpus {
+        Some(g) => engine::select_gpus(args.use_gpu, 0, g, None),
+        None => engine::select(args.use_gpu, 0),
+    }
+    .map_err(|e| e.to_string())?;
     let mut loaded = engine
         .load(&AcousticModel::from_am_diag_gmm(&model.am))
         .map_err(|e| e.to_string())?;

@@ -17,7 +17,7 @@ use amtool_formats::kaldi::holder::{Basic, Int32VectorVector};
 use amtool_formats::kaldi::matrix::{Matrix, Vector};
 use amtool_formats::kaldi::table::{RandomAccessTableReader, SequentialTableReader, TableWriter};
 
-use super::engine_args::EngineArgs;
+use super::engine_args::{EngineArgs, GpusArg};
 use super::global_gmm::gselect_for;
 use super::{kaldi, KaldiStandard};
 use crate::kaldi_log;
@@ -36,6 +36,8 @@ pub struct ScoreArgs {
     pub std: KaldiStandard,
     #[command(flatten)]
     pub engine: EngineArgs,
+    #[command(flatten)]
+    pub gpus: GpusArg,
     /// Global GMMs: write the average per-frame log-likelihood of each utterance
     /// (one float) instead of the per-frame vector.
     #[arg(long, value_name = "BOOL", default_value = "false", num_args = 0..=1, require_equals = true,
@@ -75,15 +77,19 @@ pub fn run(args: ScoreArgs) -> i32 {
         if args.average || !args.gselect.is_empty() {
             return super::fail("--average and --gselect do not apply to lattice rescoring");
         }
-        return super::rescore_lattice::run(super::rescore_lattice::RescoreLatticeArgs {
-            std: args.std,
-            old_acoustic_scale: args.old_acoustic_scale,
-            use_gpu: args.engine.use_gpu,
-            model: args.model,
-            lattices: args.lattices,
-            features: args.features,
-            output: args.output,
-        });
+        let gpus = Some(args.gpus.gpus);
+        return super::rescore_lattice::run_on(
+            super::rescore_lattice::RescoreLatticeArgs {
+                std: args.std,
+                old_acoustic_scale: args.old_acoustic_scale,
+                use_gpu: args.engine.use_gpu,
+                model: args.model,
+                lattices: args.lattices,
+                features: args.features,
+                output: args.output,
+            },
+            gpus,
+        );
     }
     match score(&args) {
         Ok(code) => code,
@@ -124,7 +130,9 @@ fn check_feats(key: &str, m: &Matrix<f32>, model: &AcousticModel) -> Result<(), 
 /// gmm-compute-likes.
 fn compute_likes(args: &ScoreArgs, model: &AcousticModel) -> Result<i32, String> {
     let all = model.num_gaussians() as f64;
-    let engine = args.engine.engine_for(&args.features, model, all)?;
+    let engine = args
+        .engine
+        .engine_on(&args.gpus, &args.features, model, all)?;
     let num_done = likes_table(engine.as_ref(), model, &args.features, &args.output)?;
     kaldi_log!("gmm-compute-likes: computed likelihoods for {num_done} utterances.");
     Ok(0)
@@ -240,10 +248,12 @@ enum LikesWriter {
 fn frame_likes(args: &ScoreArgs, model: &AcousticModel) -> Result<i32, String> {
     // With --gselect the selected Gaussians are evaluated on the host: no engine.
     let engine = if args.gselect.is_empty() {
-        Some(
-            args.engine
-                .engine_for(&args.features, model, model.num_gaussians() as f64)?,
-        )
+        Some(args.engine.engine_on(
+            &args.gpus,
+            &args.features,
+            model,
+            model.num_gaussians() as f64,
+        )?)
     } else {
         None
     };

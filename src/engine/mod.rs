@@ -10,9 +10,13 @@ pub mod choice;
 pub mod cpu;
 pub mod cuda;
 pub mod host_frames;
+pub mod multi;
 pub mod reference;
 
 pub use host_frames::{FrameSource, HostFrames, LentMemory};
+pub use multi::{Gpus, MultiEngine};
+
+use std::ops::Range;
 
 use crate::model::AcousticModel;
 use crate::stats::ModelAccumulators;
@@ -41,6 +45,25 @@ impl<'a> FrameBatch<'a> {
 
     pub fn row(&self, t: usize) -> &'a [f32] {
         &self.data[t * self.dim..(t + 1) * self.dim]
+    }
+
+    /// Frames `rows` as a batch of their own, or an error when the range
+    /// is not within the batch.
+    pub fn rows(&self, rows: Range<usize>) -> Result<FrameBatch<'a>> {
+        let data = (rows.start <= rows.end)
+            .then(|| self.data.get(rows.start * self.dim..rows.end * self.dim))
+            .flatten()
+            .ok_or_else(|| {
+                crate::Error::Mismatch(format!(
+                    "frames {}..{} of a batch of {}",
+                    rows.start, rows.end, self.frames
+                ))
+            })?;
+        Ok(FrameBatch {
+            data,
+            frames: rows.len(),
+            dim: self.dim,
+        })
     }
 }
 
@@ -74,16 +97,36 @@ pub trait Engine: Send + Sync {
     fn cpu_threads(&self) -> Option<usize> {
         None
     }
+    /// Devices it computes on (a [`MultiEngine`]: one per device, or per
+    /// logical partition of one).
+    fn devices(&self) -> usize {
+        1
+    }
 }
 
 /// A model laid out on an engine. All outputs are in the model's original state
 /// order, whatever order the engine's layout uses internally.
-pub trait LoadedModel {
+pub trait LoadedModel: Send {
     fn num_states(&self) -> usize;
 
     /// Per-frame per-state log-likelihoods: `out` is `frames × num_states`,
     /// row-major.
     fn state_loglikes(&mut self, feats: FrameBatch<'_>, out: &mut [f32]) -> Result<()>;
+
+    /// Rows `rows` of [`state_loglikes`](Self::state_loglikes) of `feats`
+    /// into `out` (`rows.len() × num_states`): to the bit what the whole
+    /// call gives those rows (the CUDA engine chooses how it splits its
+    /// work from the call's frames). [`multi`] cuts a call across devices
+    /// with it. Default: the rows scored alone, for engines whose rows never
+    /// depend on the rest of the call.
+    fn state_loglikes_rows(
+        &mut self,
+        feats: FrameBatch<'_>,
+        rows: Range<usize>,
+        out: &mut [f32],
+    ) -> Result<()> {
+        self.state_loglikes(feats.rows(rows)?, out)
+    }
 
     /// Per-frame log-likelihoods of each component of `state` (log weight
     /// included): `out` is `frames × components(state)`. Posteriors within a
@@ -153,6 +196,49 @@ pub trait LoadedModel {
         Ok(0.0)
     }
 
+    /// Statistics of one batch kept apart from every other batch's, for a
+    /// caller that adds batches up in an order of its own ([`multi`]: the
+    /// batches of several devices, in batch order): the batch's statistics
+    /// summed from zero, shaped like `shape`. Returns them now (`Some`), or
+    /// `None` when the engine keeps them (a GPU still computing) for
+    /// [`collect_apart`](Self::collect_apart). Default: [`accumulate`](Self::accumulate)
+    /// into zeroed accumulators.
+    fn accumulate_apart(
+        &mut self,
+        feats: FrameBatch<'_>,
+        targets: FrameTargets<'_>,
+        shape: &ModelAccumulators,
+    ) -> Result<Option<ModelAccumulators>> {
+        let mut acc = shape.zeros_like();
+        self.accumulate(feats, targets, &mut acc)?;
+        Ok(Some(acc))
+    }
+
+    /// [`accumulate_apart`](Self::accumulate_apart) of the `dim`-wide frames
+    /// in `frames`. Afterwards `frames` is empty; its memory may have gone
+    /// with the batch (an engine still reading it keeps it), leaving no
+    /// room: the caller asks [`host_frames`](Self::host_frames) for more.
+    fn accumulate_frames_apart(
+        &mut self,
+        frames: &mut HostFrames,
+        dim: usize,
+        targets: FrameTargets<'_>,
+        shape: &ModelAccumulators,
+    ) -> Result<Option<ModelAccumulators>> {
+        let r = self.accumulate_apart(FrameBatch::new(frames.as_slice(), dim), targets, shape);
+        frames.clear();
+        r
+    }
+
+    /// Adds the oldest batch that [`accumulate_apart`](Self::accumulate_apart)
+    /// kept (and that was not collected yet) into `acc`, element by
+    /// element, and returns its Σ weight × log-likelihood.
+    fn collect_apart(&mut self, _acc: &mut ModelAccumulators) -> Result<f64> {
+        Err(crate::Error::Engine(
+            "no batch statistics are kept to collect".into(),
+        ))
+    }
+
     /// Device time of the kernels of the last call (CUDA: events around each
     /// launch, host-device copies excluded, as a GPU peer measures), or `None`
     /// for engines that compute on the host.
@@ -199,23 +285,103 @@ pub fn select_for(
     threads: usize,
     job: Option<&choice::JobSize>,
 ) -> Result<Box<dyn Engine>> {
-    if let (UseGpu::Optional, Some(job)) = (use_gpu, job) {
-        let available = match threads {
-            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-            n => n,
-        };
-        let est = choice::choose(job, available, &choice::MEASURED);
-        if est.choice == choice::Choice::Cpu {
-            let n = match threads {
-                0 => choice::threads_for(job, available, &choice::MEASURED),
-                n => n,
-            };
-            let est = choice::choose(job, n, &choice::MEASURED);
-            eprintln!("LOG (amtool) {}", choice::cpu_choice_line(job, n, &est));
-            return Ok(Box::new(cpu::CpuEngine::new(n)?));
-        }
+    match cpu_by_choice(use_gpu, threads, job)? {
+        Some(cpu) => Ok(cpu),
+        None => select(use_gpu, threads),
     }
-    select(use_gpu, threads)
+}
+
+/// With `Optional` and a job the CPU finishes first, the CPU engine (with
+/// one log line saying why); else `None`.
+fn cpu_by_choice(
+    use_gpu: UseGpu,
+    threads: usize,
+    job: Option<&choice::JobSize>,
+) -> Result<Option<Box<dyn Engine>>> {
+    let (UseGpu::Optional, Some(job)) = (use_gpu, job) else {
+        return Ok(None);
+    };
+    let available = available_threads(threads);
+    let est = choice::choose(job, available, &choice::MEASURED);
+    if est.choice != choice::Choice::Cpu {
+        return Ok(None);
+    }
+    let n = match threads {
+        0 => choice::threads_for(job, available, &choice::MEASURED),
+        n => n,
+    };
+    let est = choice::choose(job, n, &choice::MEASURED);
+    eprintln!("LOG (amtool) {}", choice::cpu_choice_line(job, n, &est));
+    Ok(Some(Box::new(cpu::CpuEngine::new(n)?)))
+}
+
+fn available_threads(threads: usize) -> usize {
+    match threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    }
+}
+
+/// [`select_for`] over the GPUs `gpus` asks for (`--gpus`): a GPU engine
+/// is a [`MultiEngine`] over them, over one as well, so that the results
+/// are the same for any count (see [`multi`]). The CPU takes no `--gpus`
+/// (one log line when it asked for more than one). `AMTOOL_PARTITIONS=P`
+/// uses each device, or the CPU, as P logical partitions: P engines whose
+/// work is split as over P devices (for testing the splitting without the
+/// devices; the CPU's threads are shared out among its partitions; unset,
+/// the CPU engine is used alone, set to 1 through a multi-engine).
+pub fn select_gpus(
+    use_gpu: UseGpu,
+    threads: usize,
+    gpus: Gpus,
+    job: Option<&choice::JobSize>,
+) -> Result<Box<dyn Engine>> {
+    let partitions = multi::partitions_from_env()?;
+    let cpu = match use_gpu {
+        UseGpu::No => None,
+        _ => cpu_by_choice(use_gpu, threads, job)?,
+    };
+    if cpu.is_some() || use_gpu == UseGpu::No {
+        if gpus != Gpus::Count(1) {
+            eprintln!("LOG (amtool) computing on the CPU: --gpus={gpus} ignored");
+        }
+        return match partitions {
+            None => cpu.map_or_else(|| select(UseGpu::No, threads), Ok),
+            Some(p) => cpu_partitions(threads, p),
+        };
+    }
+    match cuda::CudaEngine::open_devices(gpus, partitions.unwrap_or(1)) {
+        Ok(engines) => {
+            let parts = engines
+                .into_iter()
+                .map(|e| Box::new(e) as Box<dyn Engine>)
+                .collect();
+            Ok(Box::new(MultiEngine::new(parts)?))
+        }
+        Err(e @ crate::Error::Usage(_)) => Err(e),
+        Err(e) if use_gpu == UseGpu::Optional => {
+            eprintln!("LOG (amtool) no usable GPU ({e}); computing on the CPU");
+            match partitions {
+                None => select(UseGpu::No, threads),
+                Some(p) => cpu_partitions(threads, p),
+            }
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The CPU as `p` logical partitions, its threads shared out among them.
+fn cpu_partitions(threads: usize, p: usize) -> Result<Box<dyn Engine>> {
+    let each = (available_threads(threads) / p).max(1);
+    if p > 1 {
+        eprintln!(
+            "LOG (amtool) the CPU as {p} logical partitions of {each} threads (AMTOOL_PARTITIONS)"
+        );
+    }
+    let parts = (0..p)
+        .map(|_| Ok(Box::new(cpu::CpuEngine::new(each)?) as Box<dyn Engine>))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Box::new(MultiEngine::new(parts)?))
 }
 
 /// An engine by name (`"cpu"` or `"cuda"`), as `amtool bench --engine` takes it.
@@ -226,6 +392,17 @@ pub fn by_name(name: &str, threads: usize) -> Result<Box<dyn Engine>> {
         _ => Err(crate::Error::Usage(format!(
             "unknown engine {name:?} (expected cpu or cuda)"
         ))),
+    }
+}
+
+/// [`by_name`] over the GPUs `gpus` asks for (`amtool bench --gpus`):
+/// always a [`MultiEngine`], as [`select_gpus`] makes it.
+pub fn by_name_gpus(name: &str, threads: usize, gpus: Gpus) -> Result<Box<dyn Engine>> {
+    match name {
+        // The CPU as a multi-engine of its partitions (one by default).
+        "cpu" => cpu_partitions(threads, multi::partitions_from_env()?.unwrap_or(1)),
+        "cuda" => select_gpus(UseGpu::Yes, threads, gpus, None),
+        _ => by_name(name, threads),
     }
 }
 

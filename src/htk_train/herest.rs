@@ -17,7 +17,7 @@ use super::labels::{base_name, label_file_name, load_labels};
 use super::sentence::{HmmTable, Sentence};
 use super::sink::AccSink;
 use super::update::{htk_round_trip, ml_update, UpdateReport, UpdateSettings};
-use crate::engine::{self, FrameBatch, UseGpu};
+use crate::engine::{self, FrameBatch, Gpus, LoadedModel, UseGpu};
 use crate::model::htk::HtkModel;
 use crate::{Error, Result};
 
@@ -40,6 +40,8 @@ pub struct HerestJob {
     pub trace: u32,
     /// Where state log-likelihoods come from.
     pub scorer: Scorer,
+    /// `--gpus` (amtool's own): the GPUs an engine scorer computes on.
+    pub gpus: Gpus,
     /// `-L DIR`: label files are looked up as DIR/<base>.<ext> (else next to the data).
     pub lab_dir: Option<PathBuf>,
     /// `-X EXT`: label file extension (`lab`).
@@ -76,6 +78,7 @@ impl HerestJob {
             binary: false,
             trace: 0,
             scorer: Scorer::Htk,
+            gpus: Gpus::default(),
             lab_dir: None,
             lab_ext: "lab".into(),
             stats: None,
@@ -176,12 +179,23 @@ impl HerestOutcome {
     }
 }
 
+/// An utterance's forward-backward: its log probability (or why it
+/// failed), the beta pass's retries, and with an engine its state
+/// occupancies as (frame, model state, occupancy).
+type UttOut = (
+    std::result::Result<f64, FbFailure>,
+    Vec<f64>,
+    Vec<(u32, u32, f32)>,
+);
+
 /// One utterance scored by the engine.
 struct Scored {
     datafn: String,
     labfn: String,
     labels: Vec<String>,
     feats: Vec<f32>,
+    /// The features moved as the engine's model is (empty for HTK's scorer).
+    moved: Vec<f32>,
     frames: usize,
     state_ll: Vec<f32>,
     /// Columns of `state_ll`: all model states (engine) or the sentence's.
@@ -308,7 +322,7 @@ pub fn run(job: &HerestJob) -> Result<HerestOutcome> {
         return finish(job, (set, num_mmfs), accs, Vec::new(), map_tau, false);
     }
     let eng = match job.scorer {
-        Scorer::Engine(g) => Some(engine::select(g, 0)?),
+        Scorer::Engine(g) => Some(engine::select_gpus(g, 0, job.gpus, None)?),
         Scorer::Htk => None,
     };
     let mut lm = match (&eng, &engine_model) {
@@ -357,40 +371,41 @@ pub fn run(job: &HerestJob) -> Result<HerestOutcome> {
             }
             let feats = pf.to_f32();
             let frames = pf.n_frames();
-            let mut state_ll = Vec::new();
-            let comp_ll = HashMap::new();
-            if let Some(lm) = lm.as_mut() {
-                let moved: Vec<f32> = feats
+            let moved = if lm.is_some() {
+                feats
                     .chunks(dim)
                     .flat_map(|x| x.iter().zip(&offset).map(|(a, b)| a - b))
-                    .collect();
-                let batchf = FrameBatch::new(&moved, dim);
-                state_ll = vec![0f32; frames * model.model.num_states()];
-                lm.state_loglikes(batchf, &mut state_ll)?;
-                // (The engine's accumulate splits state occupancies into
-                // components itself: no component log-likelihoods needed.)
-            }
+                    .collect()
+            } else {
+                Vec::new()
+            };
             scored.push(Scored {
                 datafn: datafn.clone(),
                 labfn,
                 labels,
                 feats,
+                moved,
                 frames,
-                state_ll,
+                state_ll: Vec::new(),
                 stride: model.model.num_states(),
                 col: (0..model.model.num_states() as u32).collect(),
-                comp_ll,
+                comp_ll: HashMap::new(),
             });
+        }
+        if let Some(lm) = lm.as_mut() {
+            // One engine call for the batch. (The engine's accumulate splits
+            // state occupancies into components itself: no component
+            // log-likelihoods needed.)
+            let utts: Vec<&[f32]> = scored.iter().map(|u| u.moved.as_slice()).collect();
+            let ll = crate::score::likes::state_loglikes_batch(lm.as_mut(), &utts, dim)?;
+            for (u, ll) in scored.iter_mut().zip(ll) {
+                u.state_ll = ll;
+            }
         }
         let lm_none = lm.is_none();
         // Utterances in fixed chunks, each chunk summed in order into its own
         // accumulators and the chunks added in order: the result does not
         // depend on the number of threads.
-        type UttOut = (
-            std::result::Result<f64, FbFailure>,
-            Vec<f64>,
-            Vec<(u32, u32, f32)>,
-        );
         type ChunkOut = (HerestAccs, Vec<UttOut>);
         let results: Vec<Result<ChunkOut>> = scored
             .par_chunks_mut(CHUNK)
@@ -470,32 +485,10 @@ pub fn run(job: &HerestJob) -> Result<HerestOutcome> {
             accs.add(&acc);
             per_utt.extend(rs);
         }
-        // An engine gathers the mixture statistics from the state occupancies.
+        // An engine gathers the mixture statistics from the state
+        // occupancies: the batch's in one call, settled after the last batch.
         if let (Some(lm), Some(macc)) = (lm.as_mut(), engine_accs.as_mut()) {
-            for (u, (r, _, occs)) in scored.iter().zip(&per_utt) {
-                if r.is_err() {
-                    continue;
-                }
-                let moved: Vec<f32> = u
-                    .feats
-                    .chunks(dim)
-                    .flat_map(|x| x.iter().zip(&offset).map(|(a, b)| a - b))
-                    .collect();
-                let mut offsets = vec![0usize; u.frames + 1];
-                let mut pairs = Vec::with_capacity(occs.len());
-                for &(t, ms, g) in occs {
-                    offsets[t as usize + 1] += 1;
-                    pairs.push((ms, g));
-                }
-                for t in 0..u.frames {
-                    offsets[t + 1] += offsets[t];
-                }
-                let targets = crate::engine::FrameTargets::Weighted {
-                    offsets: &offsets,
-                    pairs: &pairs,
-                };
-                lm.accumulate(FrameBatch::new(&moved, dim), targets, macc)?;
-            }
+            send_occupancies(lm.as_mut(), &scored, &per_utt, dim, macc)?;
         }
         for (u, (r, retries, _)) in scored.iter().zip(per_utt) {
             if job.trace & 1 != 0 {
@@ -536,6 +529,9 @@ pub fn run(job: &HerestJob) -> Result<HerestOutcome> {
                 }
             }
         }
+    }
+    if let (Some(lm), Some(macc)) = (lm.as_mut(), engine_accs.as_mut()) {
+        lm.settle(macc)?;
     }
     if let Some(macc) = &engine_accs {
         add_engine_stats(&set, &model, &offset, macc, job.flags, &mut accs);
@@ -727,6 +723,45 @@ fn is_shared(set: &HmmSet) -> bool {
         }
     };
     set.macros.iter().any(|m| used(m.kind, m.target))
+}
+
+/// Sends the state occupancies of a batch's utterances that passed the
+/// forward-backward (`per_utt`, as `(frame, model state, occupancy)`) to the
+/// engine as one deferred statistics call, with their moved features.
+fn send_occupancies(
+    lm: &mut dyn LoadedModel,
+    scored: &[Scored],
+    per_utt: &[UttOut],
+    dim: usize,
+    macc: &mut crate::stats::ModelAccumulators,
+) -> Result<()> {
+    let mut moved = Vec::new();
+    let mut offsets = vec![0usize];
+    let mut pairs = Vec::new();
+    for (u, (r, _, occs)) in scored.iter().zip(per_utt) {
+        if r.is_err() {
+            continue;
+        }
+        moved.extend_from_slice(&u.moved);
+        let base = offsets.len() - 1;
+        offsets.resize(base + u.frames + 1, 0);
+        for &(t, ms, g) in occs {
+            offsets[base + t as usize + 1] += 1;
+            pairs.push((ms, g));
+        }
+        for t in base..base + u.frames {
+            offsets[t + 1] += offsets[t];
+        }
+    }
+    if moved.is_empty() {
+        return Ok(());
+    }
+    let targets = crate::engine::FrameTargets::Weighted {
+        offsets: &offsets,
+        pairs: &pairs,
+    };
+    lm.accumulate_deferred(FrameBatch::new(&moved, dim), targets, macc)?;
+    Ok(())
 }
 
 /// Turn an engine's statistics (per model state and component: occupancy,

@@ -85,6 +85,49 @@ impl ModelAccumulators {
         }
     }
 
+    /// Zeroed accumulators of the same shape and flags.
+    pub fn zeros_like(&self) -> Self {
+        let zeros = |v: &Vec<f64>| vec![0.0; v.len()];
+        ModelAccumulators {
+            states: self
+                .states
+                .iter()
+                .map(|s| GmmAccumulator {
+                    occupancy: zeros(&s.occupancy),
+                    mean_acc: zeros(&s.mean_acc),
+                    var_acc: zeros(&s.var_acc),
+                })
+                .collect(),
+            total_like: 0.0,
+            total_frames: 0.0,
+            ..*self
+        }
+    }
+
+    /// The bits of every number (totals first, then each state's
+    /// occupancies and sums), for comparisons to the bit.
+    pub fn bit_patterns(&self) -> Vec<u64> {
+        let mut v = vec![self.total_like.to_bits(), self.total_frames.to_bits()];
+        for s in &self.states {
+            let all = s.occupancy.iter().chain(&s.mean_acc).chain(&s.var_acc);
+            v.extend(all.map(|x| x.to_bits()));
+        }
+        v
+    }
+
+    /// Whether `other` has the states, components and statistics of `self`
+    /// (what [`add`](Self::add) needs).
+    pub fn same_shape(&self, other: &ModelAccumulators) -> bool {
+        self.dim == other.dim
+            && self.kind == other.kind
+            && self.states.len() == other.states.len()
+            && self.states.iter().zip(&other.states).all(|(a, b)| {
+                a.occupancy.len() == b.occupancy.len()
+                    && a.mean_acc.len() == b.mean_acc.len()
+                    && a.var_acc.len() == b.var_acc.len()
+            })
+    }
+
     /// Add `other` (same shape) into `self`: statistics are additive.
     pub fn add(&mut self, other: &ModelAccumulators) {
         assert_eq!(

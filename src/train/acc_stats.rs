@@ -152,6 +152,10 @@ enum Mode {
 struct Batch {
     mode: Option<Mode>,
     feats: HostFrames,
+    /// Frames a batch holds before it is sent: the room asked of the
+    /// engine, not the room it gave (a pooled buffer may be larger), so
+    /// the batches are the same whatever the engine and its devices.
+    room: usize,
     parts: Vec<Part>,
     /// Frames queued, in `feats` and `parts`.
     frames: usize,
@@ -172,7 +176,7 @@ impl Batch {
         accs: &mut ModelAccumulators,
     ) -> Result<f64> {
         let mut like = 0.0;
-        let room = self.feats.capacity() / dim.max(1);
+        let room = self.room;
         let over_batch = self.frames + rows > BATCH_FRAMES;
         let over_room = self.frames + rows > room;
         if self.mode.is_some_and(|m| m != mode) || ((over_batch || over_room) && self.frames > 0) {
@@ -184,6 +188,7 @@ impl Batch {
         if rows > room || (over_room && !over_batch && room < BATCH_FRAMES) {
             let want = (2 * room).clamp(FIRST_BATCH_FRAMES, BATCH_FRAMES).max(rows);
             self.feats = loaded.host_frames(want * dim)?;
+            self.room = want;
         }
         if self.mode.is_none() {
             self.mode = Some(mode);
@@ -523,6 +528,11 @@ impl<'e> GlobalAccStats<'e> {
         }
         check_dim(key, cols, self.dim)?;
         if let Some(g) = gselect {
+            // Statistics of the host go straight into the accumulators:
+            // those of the batches sent before come first.
+            self.like += self
+                .batch
+                .settle(self.dim, self.loaded.as_mut(), &mut self.accs)?;
             let feats = feats.into();
             check_len(key, &feats, rows, cols)?;
             let (like, weight) =
@@ -866,6 +876,56 @@ mod tests {
         }
         acc.take_like().unwrap();
         assert_ne!(acc.into_diag().unwrap().mean_accs, borrowed.1.mean_accs);
+    }
+
+    /// Global statistics (diagonal, full, with per-frame weights) of
+    /// utterances filling several batches, one longer than a batch: on 1,
+    /// 2 and 3 devices (CPU partitions of a multi-engine) the same bits.
+    #[test]
+    fn statistics_are_the_same_bits_on_any_number_of_devices() {
+        use crate::bench::random::{self, Rng};
+        use crate::engine::MultiEngine;
+        let parts = |n: usize| {
+            let p = (0..n)
+                .map(|_| Box::new(CpuEngine::new(1).unwrap()) as Box<dyn Engine>)
+                .collect();
+            MultiEngine::new(p).unwrap()
+        };
+        let mut rng = Rng::new(5);
+        let mut lens: Vec<usize> = (0..300).map(|_| rng.int(1, 2_000)).collect();
+        lens.insert(100, BATCH_FRAMES + 999);
+        let total: usize = lens.iter().sum();
+        let d = 2;
+        let data = random::uneven_features(&mut rng, total, d, 2.0);
+        let weights: Vec<f32> = (0..total).map(|t| ((t * 7) % 5) as f32 * 0.25).collect();
+        for kind in [CovKind::Diagonal, CovKind::Full] {
+            let model = random::model(&mut rng, &[4], d, kind);
+            for weighted in [false, true] {
+                let run = |engine: &dyn Engine| {
+                    let flags = UpdateFlags::default();
+                    let mut acc = GlobalAccStats::new(engine, &model, flags).unwrap();
+                    let mut t = 0;
+                    for (u, &n) in lens.iter().enumerate() {
+                        let f = data[t * d..(t + n) * d].to_vec();
+                        let w = weighted.then(|| &weights[t..t + n]);
+                        acc.add_utterance(&format!("u{u}"), f, n, d, w, None)
+                            .unwrap();
+                        t += n;
+                    }
+                    let like = acc.take_like().unwrap().to_bits();
+                    let s = acc.accs.states[0].clone();
+                    let b = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                    (like, b(&s.occupancy), b(&s.mean_acc), b(&s.var_acc))
+                };
+                let want = run(&parts(1));
+                for n in [2, 3] {
+                    assert!(
+                        run(&parts(n)) == want,
+                        "{kind:?} weighted={weighted}: {n} devices"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

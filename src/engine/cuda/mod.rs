@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
 
-use crate::engine::{Engine, LoadedModel};
+use crate::engine::{Engine, Gpus, LoadedModel};
 use crate::model::AcousticModel;
 use crate::{Error, Result};
 
@@ -97,16 +97,15 @@ impl CudaEngine {
     /// none (no driver library, no NVRTC nor cached kernels, no device, every
     /// device refusing a context, a failing driver).
     pub fn new() -> Result<Self> {
-        // cudarc panics when a library or symbol is missing; probe first, and
-        // catch whatever slips through so a missing GPU is never a crash.
-        std::panic::catch_unwind(Self::open).unwrap_or_else(|p| {
-            let msg = p
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_else(|| "unknown failure".into());
-            Err(Error::Engine(format!("CUDA could not be loaded: {msg}")))
-        })
+        guarded(Self::open)
+    }
+
+    /// The devices `gpus` asks for, as [`select::select_devices`] chooses
+    /// them, in device order, each as `partitions` engines of its own
+    /// (logical partitions of one device, for testing the splitting of
+    /// work on a machine with fewer devices: `AMTOOL_PARTITIONS`).
+    pub fn open_devices(gpus: Gpus, partitions: usize) -> Result<Vec<Self>> {
+        guarded(move || Self::open_many(gpus, partitions))
     }
 
     /// [`new`](Self::new) with the tensor-core choice given here instead of
@@ -128,22 +127,67 @@ impl CudaEngine {
     }
 
     fn open() -> Result<Self> {
-        // SAFETY: this only tries to dlopen the library.
-        if !unsafe { cudarc::driver::sys::is_culib_present() } {
-            return Err(Error::Engine(
-                "no CUDA driver library (libcuda.so) found".into(),
-            ));
-        }
-        crate::timeline::mark("cuda_libraries");
-        let count = CudaContext::device_count().map_err(driver_err("cannot count devices"))?;
-        crate::timeline::mark("cu_init");
-        if count < 1 {
-            return Err(Error::Engine("no CUDA device found".into()));
-        }
-        let chosen = select::select_device(count as usize, open_device, |line| {
+        let count = device_count()?;
+        let chosen =
+            select::select_device(count, open_device, |line| eprintln!("LOG (amtool) {line}"))
+                .map_err(|e| Error::Engine(format!("CUDA: {e}")))?;
+        Self::on_selected(chosen)
+    }
+
+    fn open_many(gpus: Gpus, partitions: usize) -> Result<Vec<Self>> {
+        let count = device_count()?;
+        let want = match gpus {
+            Gpus::Count(n) if n > count => {
+                let visible = std::env::var("CUDA_VISIBLE_DEVICES")
+                    .map(|v| format!(" (CUDA_VISIBLE_DEVICES={v})"))
+                    .unwrap_or_default();
+                return Err(Error::Usage(format!(
+                    "--gpus={n}: this machine shows {count} GPU{}{visible}; \
+                     AMTOOL_PARTITIONS=P uses each device as P logical partitions (for testing)",
+                    if count == 1 { "" } else { "s" }
+                )));
+            }
+            Gpus::Count(n) => Some(n),
+            Gpus::All => None,
+        };
+        let chosen = select::select_devices(count, want, open_device, |line| {
             eprintln!("LOG (amtool) {line}")
         })
         .map_err(|e| Error::Engine(format!("CUDA: {e}")))?;
+        if let Some(other) = chosen
+            .iter()
+            .find(|c| c.figures.name != chosen[0].figures.name)
+        {
+            eprintln!(
+                "WARNING (amtool) GPUs of different models ({} and {}): results are the same \
+                 to the bit only among GPUs of one model",
+                chosen[0].figures.name, other.figures.name
+            );
+        }
+        let mut engines = Vec::with_capacity(chosen.len() * partitions);
+        for c in chosen {
+            let index = c.index;
+            engines.push(Self::on_selected(c)?);
+            if partitions > 1 {
+                eprintln!(
+                    "LOG (amtool) GPU [{index}] as {partitions} logical partitions (AMTOOL_PARTITIONS)"
+                );
+            }
+            for _ in 1..partitions {
+                let (context, figures) = open_device(index)
+                    .map_err(|e| Error::Engine(format!("CUDA: device {index}: {e}")))?;
+                engines.push(Self::on_selected(select::Selected {
+                    index,
+                    context,
+                    figures,
+                })?);
+            }
+        }
+        Ok(engines)
+    }
+
+    /// The engine on a device whose context is open.
+    fn on_selected(chosen: select::Selected<Arc<CudaContext>>) -> Result<Self> {
         let ctx = chosen.context;
         crate::timeline::mark("context");
         let name = chosen.figures.name.clone();
@@ -273,6 +317,37 @@ impl CudaEngine {
     }
 }
 
+/// Runs `open` (which loads CUDA) so that a missing GPU is never a crash:
+/// cudarc panics when a library or symbol is missing; callers probe first,
+/// and whatever slips through is caught here.
+fn guarded<T>(open: impl FnOnce() -> Result<T> + std::panic::UnwindSafe) -> Result<T> {
+    std::panic::catch_unwind(open).unwrap_or_else(|p| {
+        let msg = p
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "unknown failure".into());
+        Err(Error::Engine(format!("CUDA could not be loaded: {msg}")))
+    })
+}
+
+/// Visible CUDA devices (at least one), or why there are none.
+fn device_count() -> Result<usize> {
+    // SAFETY: this only tries to dlopen the library.
+    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        return Err(Error::Engine(
+            "no CUDA driver library (libcuda.so) found".into(),
+        ));
+    }
+    crate::timeline::mark("cuda_libraries");
+    let count = CudaContext::device_count().map_err(driver_err("cannot count devices"))?;
+    crate::timeline::mark("cu_init");
+    if count < 1 {
+        return Err(Error::Engine("no CUDA device found".into()));
+    }
+    Ok(count as usize)
+}
+
 impl Engine for CudaEngine {
     fn name(&self) -> &'static str {
         "cuda"
@@ -298,6 +373,28 @@ pub fn gpu_required() -> bool {
 /// device` — a panic instead when [`gpu_required`].
 pub fn engine_for_tests() -> Option<CudaEngine> {
     match CudaEngine::new() {
+        Ok(e) => Some(e),
+        Err(e) if gpu_required() => panic!("AMTOOL_REQUIRE_GPU=1 but no CUDA engine: {e}"),
+        Err(e) => {
+            println!("skipped: no CUDA device ({e})");
+            None
+        }
+    }
+}
+
+/// For GPU tests: `partitions` engines on one GPU as a multi-engine
+/// (logical partitions of the device [`select`] chooses), or `None` after
+/// printing `skipped: no CUDA device` — a panic instead when
+/// [`gpu_required`].
+pub fn partitions_for_tests(partitions: usize) -> Option<crate::engine::MultiEngine> {
+    let opened = CudaEngine::open_devices(Gpus::Count(1), partitions).and_then(|v| {
+        let parts = v
+            .into_iter()
+            .map(|e| Box::new(e) as Box<dyn Engine>)
+            .collect();
+        crate::engine::MultiEngine::new(parts)
+    });
+    match opened {
         Ok(e) => Some(e),
         Err(e) if gpu_required() => panic!("AMTOOL_REQUIRE_GPU=1 but no CUDA engine: {e}"),
         Err(e) => {

@@ -22,10 +22,15 @@
 //! a call of fewer frames is cut in two halves), so the same inputs give the
 //! same bits run after run.
 
+mod apart;
+
 use std::collections::VecDeque;
+use std::ops::Range;
 use std::sync::Arc;
 
-use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, CudaView, LaunchConfig, PushKernelArg};
+use cudarc::driver::{
+    CudaEvent, CudaSlice, CudaStream, CudaView, LaunchConfig, PinnedHostSlice, PushKernelArg,
+};
 
 use super::compile::KernelShape;
 use super::estep16::{self, Estep16};
@@ -144,6 +149,10 @@ pub struct CudaModel<'e> {
     pending: Option<Pending>,
     /// Batch buffers given back by `accumulate_frames`, oldest first.
     lent: VecDeque<PinnedBuf>,
+    /// Batches sent by `accumulate_apart`, not yet collected, oldest first.
+    apart: VecDeque<apart::ApartBatch>,
+    /// Page-locked buffers of collected batches, for the next ones.
+    host_sums: Vec<PinnedHostSlice<f64>>,
     /// State 0 laid out for the FP16 E-step (global statistics).
     e16: Option<Estep16>,
     /// Chunks of the current (or last) statistics call that took the FP16 E-step.
@@ -271,6 +280,8 @@ impl<'e> CudaModel<'e> {
             zq: None,
             pending: None,
             lent: VecDeque::new(),
+            apart: VecDeque::new(),
+            host_sums: Vec::new(),
             e16: None,
             e16_chunks: 0,
             e16_min_gaussians: estep16::MIN_GAUSSIANS,
@@ -526,10 +537,14 @@ impl<'e> CudaModel<'e> {
     }
 
     /// Enqueue block scoring for `n` frames on the device; `out` gets n × S.
+    /// The work is split as for a chunk of `chunk` frames (≥ n): the frames
+    /// are part of such a chunk, and every row gets the bits the whole
+    /// chunk gives it.
     fn launch_block_score(
         &mut self,
         feats: &CudaView<'_, f32>,
         n: usize,
+        chunk: usize,
         out: &mut CudaSlice<f32>,
     ) -> Result<()> {
         let blk = self
@@ -558,7 +573,7 @@ impl<'e> CudaModel<'e> {
             unsafe { lb.launch(cfg) }.map_err(driver_err("block_score"))?;
             return Ok(());
         };
-        let splits = self.score_splits(n, blk);
+        let splits = self.score_splits(chunk.max(n), blk);
         let need = 2 * splits * n * self.state_ng.len();
         // Every pair a merge reads is written by the scoring first.
         let mut part = scratch(stream, self.split_part.take(), need.max(2), "split scratch")?;
@@ -628,6 +643,22 @@ impl<'e> CudaModel<'e> {
         }
         self.split_part = Some(part);
         Ok(())
+    }
+
+    /// Zeroed statistics for a first batch, the timers of the last call
+    /// cleared.
+    fn begin_pending(&mut self) -> Result<Pending> {
+        self.timers.clear();
+        self.e16_chunks = 0;
+        Ok(Pending {
+            acc64: self.begin_stats()?,
+            total: self
+                .eng
+                .stream
+                .alloc_zeros::<f64>(1)
+                .map_err(driver_err("allocating"))?,
+            weight: 0.0,
+        })
     }
 
     /// Zero the device accumulators.
@@ -841,6 +872,13 @@ impl<'e> CudaModel<'e> {
             .clone_dtoh(total)
             .map_err(driver_err("downloading statistics"))?[0];
         self.acc64 = Some(acc64);
+        self.add_sums(&sums, tot, weight, acc);
+        Ok(tot)
+    }
+
+    /// Adds the device accumulators `sums` (Gaussians × kz), their Σ weight
+    /// × log-likelihood `tot` and Σ weight into `acc`, element by element.
+    fn add_sums(&self, sums: &[f64], tot: f64, weight: f64, acc: &mut ModelAccumulators) {
         let (d, kz) = (self.model.dim, self.kz);
         let vlen = self.model.inv_var_len();
         for (state, a) in acc.states.iter_mut().enumerate() {
@@ -864,7 +902,6 @@ impl<'e> CudaModel<'e> {
         }
         acc.total_like += tot;
         acc.total_frames += weight;
-        Ok(tot)
     }
 
     fn check_acc(&self, acc: &ModelAccumulators) -> Result<()> {
@@ -913,7 +950,7 @@ impl<'e> CudaModel<'e> {
                 .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
                 .map_err(&e)?;
             a.record(&s).map_err(&e)?;
-            self.launch_block_score(&dev.as_view(), feats.frames, &mut out)?;
+            self.launch_block_score(&dev.as_view(), feats.frames, feats.frames, &mut out)?;
             b.record(&s).map_err(&e)?;
             b.synchronize().map_err(&e)?;
             if r > 0 {
@@ -1030,17 +1067,34 @@ impl LoadedModel for CudaModel<'_> {
     }
 
     fn state_loglikes(&mut self, feats: FrameBatch<'_>, out: &mut [f32]) -> Result<()> {
+        self.state_loglikes_rows(feats, 0..feats.frames, out)
+    }
+
+    /// The call's chunks are those of the whole of `feats`; of each, the
+    /// rows asked for are scored with the work split of the whole chunk.
+    fn state_loglikes_rows(
+        &mut self,
+        feats: FrameBatch<'_>,
+        rows: Range<usize>,
+        out: &mut [f32],
+    ) -> Result<()> {
         check_dim("state log-likelihoods", feats.dim, self.model.dim)?;
         let s_count = self.state_ng.len();
-        if out.len() != feats.frames * s_count {
+        if rows.start > rows.end || rows.end > feats.frames {
+            return Err(Error::Mismatch(format!(
+                "rows {}..{} of a call of {} frames",
+                rows.start, rows.end, feats.frames
+            )));
+        }
+        if out.len() != rows.len() * s_count {
             return Err(Error::Mismatch(format!(
                 "output has {} values, expected {} frames × {} states",
                 out.len(),
-                feats.frames,
+                rows.len(),
                 s_count
             )));
         }
-        if feats.frames == 0 || s_count == 0 {
+        if rows.is_empty() || s_count == 0 {
             return Ok(());
         }
         self.timers.clear();
@@ -1050,20 +1104,24 @@ impl LoadedModel for CudaModel<'_> {
         let nf = self.chunk_frames(feats.frames, bytes_per_frame)?;
         let s = self.eng.stream.clone();
         let e = driver_err("state log-likelihoods");
-        let mut dev_out = s.alloc_zeros::<f32>(nf * s_count).map_err(&e)?;
+        let mut dev_out = s
+            .alloc_zeros::<f32>(nf.min(rows.len()) * s_count)
+            .map_err(&e)?;
         for c0 in (0..feats.frames).step_by(nf) {
             let c1 = (c0 + nf).min(feats.frames);
-            let dev = s.clone_htod(&feats.data[c0 * d..c1 * d]).map_err(&e)?;
+            let (r0, r1) = (c0.max(rows.start), c1.min(rows.end));
+            if r0 >= r1 {
+                continue;
+            }
+            let dev = s.clone_htod(&feats.data[r0 * d..r1 * d]).map_err(&e)?;
             let ev = (new_timing_event(self.eng)?, new_timing_event(self.eng)?);
             ev.0.record(&s).map_err(&e)?;
-            self.launch_block_score(&dev.as_view(), c1 - c0, &mut dev_out)?;
+            self.launch_block_score(&dev.as_view(), r1 - r0, c1 - c0, &mut dev_out)?;
             ev.1.record(&s).map_err(&e)?;
             self.timers.push(ev);
-            s.memcpy_dtoh(
-                &dev_out.slice(0..(c1 - c0) * s_count),
-                &mut out[c0 * s_count..c1 * s_count],
-            )
-            .map_err(&e)?;
+            let o = (r0 - rows.start) * s_count..(r1 - rows.start) * s_count;
+            s.memcpy_dtoh(&dev_out.slice(0..o.len()), &mut out[o])
+                .map_err(&e)?;
         }
         s.synchronize().map_err(&e)?;
         Ok(())
@@ -1195,13 +1253,71 @@ impl LoadedModel for CudaModel<'_> {
         targets: FrameTargets<'_>,
         acc: &mut ModelAccumulators,
     ) -> Result<Option<f64>> {
+        let lent_room = frames.is_lent().then(|| frames.capacity());
+        let r = self.send_frames(frames, dim, |m, batch, src| {
+            m.deferred(batch, targets, acc, src)
+        });
+        // The next batch goes into memory this model lends again.
+        if let Some(room) = lent_room {
+            *frames = self.host_frames(room)?;
+        }
+        r
+    }
+
+    fn accumulate_apart(
+        &mut self,
+        feats: FrameBatch<'_>,
+        targets: FrameTargets<'_>,
+        shape: &ModelAccumulators,
+    ) -> Result<Option<ModelAccumulators>> {
+        self.send_apart(&feats, &targets, shape, Source::Plain)?;
+        Ok(None)
+    }
+
+    fn accumulate_frames_apart(
+        &mut self,
+        frames: &mut HostFrames,
+        dim: usize,
+        targets: FrameTargets<'_>,
+        shape: &ModelAccumulators,
+    ) -> Result<Option<ModelAccumulators>> {
+        self.send_frames(frames, dim, |m, batch, src| {
+            m.send_apart(&batch, &targets, shape, src)
+        })?;
+        Ok(None)
+    }
+
+    fn collect_apart(&mut self, acc: &mut ModelAccumulators) -> Result<f64> {
+        self.collect_apart_sums(acc)
+    }
+
+    fn settle(&mut self, acc: &mut ModelAccumulators) -> Result<f64> {
+        match self.pending.take() {
+            None => Ok(0.0),
+            Some(p) => self.finish_stats(p.acc64, &p.total, p.weight, acc),
+        }
+    }
+}
+
+impl CudaModel<'_> {
+    /// `send(self, batch, src)` of the `dim`-wide frames in `frames`, which
+    /// is left empty: plain memory is kept; memory this model lent goes to
+    /// the buffers in flight (lent again once its copies are done), leaving
+    /// `frames` with no room.
+    fn send_frames<R>(
+        &mut self,
+        frames: &mut HostFrames,
+        dim: usize,
+        send: impl FnOnce(&mut Self, FrameBatch<'_>, Source) -> Result<R>,
+    ) -> Result<R> {
+        let len = frames.len();
+        if dim == 0 || len % dim != 0 {
+            return Err(Error::Mismatch(format!(
+                "statistics: {len} floats are not whole frames of dimension {dim}"
+            )));
+        }
         let Some((mem, len)) = frames.take_lent() else {
-            let r = self.deferred(
-                FrameBatch::new(frames.as_slice(), dim),
-                targets,
-                acc,
-                Source::Plain,
-            );
+            let r = send(self, FrameBatch::new(frames.as_slice(), dim), Source::Plain);
             frames.clear();
             return r;
         };
@@ -1217,30 +1333,14 @@ impl LoadedModel for CudaModel<'_> {
                 buf.len()
             ))
         })?;
-        if dim == 0 || len % dim != 0 {
-            return Err(Error::Mismatch(format!(
-                "statistics: {len} floats are not whole frames of dimension {dim}"
-            )));
-        }
-        let r = self.deferred(FrameBatch::new(data, dim), targets, acc, Source::Lent);
+        let r = send(self, FrameBatch::new(data, dim), Source::Lent);
         // Whatever was enqueued before an error is waited for as well.
         let mark = buf.copies_enqueued(&self.eng.copy_stream);
-        let cap = buf.len();
         self.lent.push_back(buf);
         mark?;
-        *frames = self.host_frames(cap)?;
         r
     }
 
-    fn settle(&mut self, acc: &mut ModelAccumulators) -> Result<f64> {
-        match self.pending.take() {
-            None => Ok(0.0),
-            Some(p) => self.finish_stats(p.acc64, &p.total, p.weight, acc),
-        }
-    }
-}
-
-impl CudaModel<'_> {
     /// `accumulate_deferred` of frames in `src` memory.
     fn deferred(
         &mut self,
@@ -1257,19 +1357,7 @@ impl CudaModel<'_> {
         }
         let mut pend = match self.pending.take() {
             Some(p) => p,
-            None => {
-                self.timers.clear();
-                self.e16_chunks = 0;
-                Pending {
-                    acc64: self.begin_stats()?,
-                    total: self
-                        .eng
-                        .stream
-                        .alloc_zeros::<f64>(1)
-                        .map_err(driver_err("allocating"))?,
-                    weight: 0.0,
-                }
-            }
+            None => self.begin_pending()?,
         };
         let r = self.enqueue_stats(&feats, &targets, src, &mut pend);
         // Kept even after an error: what was enqueued before it is settled

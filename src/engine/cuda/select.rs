@@ -70,31 +70,15 @@ pub fn select_device<C>(
     let mut best: Option<Selected<C>> = None;
     let mut refusals = Vec::new();
     for n in 0..count {
-        match open(n) {
-            Ok((context, figures)) => {
-                log(format!(
-                    "cudaSetDevice({n}): {}\t{}",
-                    figures.name,
-                    figures.memory_text()
-                ));
-                // Strictly larger: ties go to the lower index, as in Kaldi.
-                if best
-                    .as_ref()
-                    .is_none_or(|b| figures.ratio() > b.figures.ratio())
-                {
-                    best = Some(Selected {
-                        index: n,
-                        context,
-                        figures,
-                    });
-                }
-            }
-            Err(e) => {
-                log(format!(
-                    "cudaSetDevice({n}): Cannot select this device: {e}"
-                ));
-                refusals.push(format!("device {n}: {e}"));
-            }
+        let Some(found) = probe(n, &mut open, &mut log, &mut refusals) else {
+            continue;
+        };
+        // Strictly larger: ties go to the lower index, as in Kaldi.
+        if best
+            .as_ref()
+            .is_none_or(|b| found.figures.ratio() > b.figures.ratio())
+        {
+            best = Some(found);
         }
     }
     let Some(best) = best else {
@@ -103,16 +87,93 @@ pub fn select_device<C>(
             refusals.join("; ")
         ));
     };
-    let r = best.figures.ratio() as f32;
+    log_chosen(&best, &mut log);
+    Ok(best)
+}
+
+/// Opens device `n` and logs its figures (Kaldi's `cudaSetDevice` line),
+/// or logs and records why it refused.
+fn probe<C>(
+    n: usize,
+    open: &mut impl FnMut(usize) -> Result<(C, DeviceFigures), String>,
+    log: &mut impl FnMut(String),
+    refusals: &mut Vec<String>,
+) -> Option<Selected<C>> {
+    match open(n) {
+        Ok((context, figures)) => {
+            log(format!(
+                "cudaSetDevice({n}): {}\t{}",
+                figures.name,
+                figures.memory_text()
+            ));
+            Some(Selected {
+                index: n,
+                context,
+                figures,
+            })
+        }
+        Err(e) => {
+            log(format!(
+                "cudaSetDevice({n}): Cannot select this device: {e}"
+            ));
+            refusals.push(format!("device {n}: {e}"));
+            None
+        }
+    }
+}
+
+/// Kaldi's lines for a device chosen.
+fn log_chosen<C>(chosen: &Selected<C>, log: &mut impl FnMut(String)) {
+    let r = chosen.figures.ratio() as f32;
     log(format!(
         "Trying to select device: {} (automatically), mem_ratio: {r}",
-        best.index
+        chosen.index
     ));
     log(format!(
         "Success selecting device {} free mem ratio: {r}",
-        best.index
+        chosen.index
     ));
-    Ok(best)
+}
+
+/// Select `want` of `count` devices (`None`: every one that opens), in
+/// device order: those with the largest share of free memory, ties to the
+/// lower index, each chosen device logged in Kaldi's words. Contexts of the
+/// devices probed and not chosen are dropped. With one device wanted,
+/// [`select_device`].
+pub fn select_devices<C>(
+    count: usize,
+    want: Option<usize>,
+    mut open: impl FnMut(usize) -> Result<(C, DeviceFigures), String>,
+    mut log: impl FnMut(String),
+) -> Result<Vec<Selected<C>>, String> {
+    match want {
+        Some(n) if n > count => return Err(format!("{n} GPUs wanted, {count} visible")),
+        Some(0 | 1) => return select_device(count, open, log).map(|s| vec![s]),
+        None if count <= 1 => return select_device(count, open, log).map(|s| vec![s]),
+        _ => {}
+    }
+    log(format!("Selecting from {count} GPUs"));
+    let mut refusals = Vec::new();
+    let mut opened: Vec<Selected<C>> = (0..count)
+        .filter_map(|n| probe(n, &mut open, &mut log, &mut refusals))
+        .collect();
+    let wanted = want.unwrap_or(1).max(1);
+    if opened.len() < wanted {
+        return Err(format!(
+            "{wanted} GPU{} wanted, {} of {count} opened ({})",
+            if wanted == 1 { "" } else { "s" },
+            opened.len(),
+            refusals.join("; ")
+        ));
+    }
+    // Stable: equal ratios keep the lower index first.
+    opened.sort_by(|a, b| b.figures.ratio().total_cmp(&a.figures.ratio()));
+    opened.truncate(want.unwrap_or(count));
+    opened.sort_by_key(|s| s.index);
+    for s in &opened {
+        log_chosen(s, &mut log);
+    }
+    Ok(opened)
 }
 
 #[cfg(test)]
@@ -195,6 +256,57 @@ mod tests {
         let e = r.unwrap_err();
         assert!(e.starts_with("every GPU refused a context"), "{e}");
         assert!(e.contains("device 0:") && e.contains("device 1:"), "{e}");
+    }
+
+    /// Devices with these free figures (None: refuses), `want` of them.
+    fn run_many(
+        free: &[Option<usize>],
+        want: Option<usize>,
+    ) -> (Result<Vec<usize>, String>, Vec<String>) {
+        let mut lines = Vec::new();
+        let r = select_devices(
+            free.len(),
+            want,
+            |n| {
+                free[n]
+                    .map(|f| (n, figs(f)))
+                    .ok_or_else(|| "in use".to_string())
+            },
+            |l| lines.push(l),
+        );
+        let r = r.map(|v| {
+            v.iter()
+                .map(|s| {
+                    assert_eq!(s.context, s.index);
+                    s.index
+                })
+                .collect()
+        });
+        (r, lines)
+    }
+
+    #[test]
+    fn several_devices_are_the_freest_in_device_order() {
+        let (r, lines) = run_many(&[Some(10), Some(70), Some(40), Some(70)], Some(2));
+        assert_eq!(r, Ok(vec![1, 3]));
+        assert!(lines.contains(&"Success selecting device 3 free mem ratio: 0.875".to_string()));
+        let (r, _) = run_many(&[Some(50), Some(50), Some(50)], Some(2));
+        assert_eq!(r, Ok(vec![0, 1]), "ties go to the lower indices");
+        let (r, _) = run_many(&[Some(5), None, Some(3)], None);
+        assert_eq!(r, Ok(vec![0, 2]), "all: every device that opens");
+        let (r, _) = run_many(&[None, None], None);
+        assert!(r.unwrap_err().starts_with("1 GPU wanted, 0 of 2 opened"));
+        let (r, _) = run_many(&[Some(5), Some(3)], Some(3));
+        assert_eq!(r.unwrap_err(), "3 GPUs wanted, 2 visible");
+        let (r, _) = run_many(&[None, Some(3), None], Some(2));
+        let e = r.unwrap_err();
+        assert!(
+            e.contains("2 GPUs wanted, 1 of 3 opened") && e.contains("device 0: in use"),
+            "{e}"
+        );
+        let (r, lines) = run_many(&[Some(5), Some(9)], Some(1));
+        assert_eq!(r, Ok(vec![1]));
+        assert_eq!(lines[0], "Selecting from 2 GPUs");
     }
 
     #[test]

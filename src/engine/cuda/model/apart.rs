@@ -1,0 +1,101 @@
+//! Statistics of one batch kept apart from every other batch's
+//! ([`LoadedModel::accumulate_apart`](crate::engine::LoadedModel::accumulate_apart),
+//! for [`crate::engine::multi`]): each batch is summed from zero in the
+//! model's device accumulators, and right after its kernels, on the same
+//! stream, the sums are copied into page-locked host memory of the batch's
+//! own. The next batch zeroes the device accumulators behind that copy (one
+//! stream: in order), so nothing waits on the host until
+//! [`CudaModel::collect_apart_sums`] reads the oldest batch's copy.
+
+use cudarc::driver::PinnedHostSlice;
+
+use super::{CudaModel, Source};
+use crate::engine::cuda::{driver_err, plan};
+use crate::engine::{FrameBatch, FrameTargets};
+use crate::stats::ModelAccumulators;
+use crate::{Error, Result};
+
+/// A batch's sums on their way to the host (`None`: a batch of no frames).
+pub(super) struct ApartBatch {
+    copy: Option<ApartSums>,
+}
+
+struct ApartSums {
+    /// The device accumulators (Gaussians × kz).
+    sums: PinnedHostSlice<f64>,
+    /// Σ weight × log-likelihood.
+    total: PinnedHostSlice<f64>,
+    /// Σ weight, known on the host.
+    weight: f64,
+}
+
+impl CudaModel<'_> {
+    /// Page-locked host memory for `len` f64 (a buffer of a collected batch
+    /// when one fits). Not write-combined: the host reads it.
+    fn host_f64(&mut self, len: usize) -> Result<PinnedHostSlice<f64>> {
+        if let Some(i) = self.host_sums.iter().position(|b| b.len() == len) {
+            return Ok(self.host_sums.swap_remove(i));
+        }
+        // SAFETY: f64 has no invalid bit patterns, and the host reads the
+        // buffer only after a copy has filled it.
+        unsafe { self.eng.ctx.alloc_pinned_with_flags::<f64>(len, 0) }
+            .map_err(driver_err("allocating pinned memory"))
+    }
+
+    /// Enqueues the statistics of `feats` (frames in `src` memory) as a
+    /// batch of their own; `shape` is checked as the accumulators they will
+    /// be added into.
+    pub(super) fn send_apart(
+        &mut self,
+        feats: &FrameBatch<'_>,
+        targets: &FrameTargets<'_>,
+        shape: &ModelAccumulators,
+        src: Source,
+    ) -> Result<()> {
+        super::check_dim("statistics", feats.dim, self.model.dim)?;
+        self.check_acc(shape)?;
+        plan::validate(targets, feats.frames, self.state_ng.len())?;
+        if feats.frames == 0 {
+            self.apart.push_back(ApartBatch { copy: None });
+            return Ok(());
+        }
+        let mut pend = self.begin_pending()?;
+        let r = self.enqueue_stats(feats, targets, src, &mut pend);
+        let copy = r.and_then(|()| {
+            let mut sums = self.host_f64(pend.acc64.len())?;
+            let mut total = self.host_f64(1)?;
+            let s = &self.eng.stream;
+            let e = driver_err("downloading statistics");
+            s.memcpy_dtoh(&pend.acc64, &mut sums).map_err(&e)?;
+            s.memcpy_dtoh(&pend.total, &mut total).map_err(&e)?;
+            Ok(ApartSums {
+                sums,
+                total,
+                weight: pend.weight,
+            })
+        });
+        // The next batch zeroes these on the same stream, after the copies.
+        self.acc64 = Some(pend.acc64);
+        self.apart.push_back(ApartBatch { copy: Some(copy?) });
+        Ok(())
+    }
+
+    /// Adds the oldest batch sent apart into `acc`; returns its Σ weight ×
+    /// log-likelihood.
+    pub(super) fn collect_apart_sums(&mut self, acc: &mut ModelAccumulators) -> Result<f64> {
+        self.check_acc(acc)?;
+        let batch = self
+            .apart
+            .pop_front()
+            .ok_or_else(|| Error::Engine("no batch statistics are kept to collect".into()))?;
+        let Some(c) = batch.copy else {
+            return Ok(0.0);
+        };
+        let e = driver_err("downloading statistics");
+        let tot = c.total.as_slice().map_err(&e)?[0];
+        self.add_sums(c.sums.as_slice().map_err(&e)?, tot, c.weight, acc);
+        self.host_sums.push(c.sums);
+        self.host_sums.push(c.total);
+        Ok(tot)
+    }
+}

@@ -1,0 +1,716 @@
+//! One engine over several devices (`--gpus`): a [`MultiEngine`] holds one
+//! engine per device (or per logical partition of one device,
+//! `AMTOOL_PARTITIONS`), and its models one [`LoadedModel`] per device.
+//!
+//! Results do not depend on the number of devices, to the bit:
+//! - Scoring (state and component log-likelihoods) cuts a call's frames
+//!   into one contiguous range per device, computed at once, a thread each;
+//!   every row is computed as the whole call computes it
+//!   ([`LoadedModel::state_loglikes_rows`]) and lands in its place.
+//! - Statistics go batch by batch: batch k to device k mod N, its
+//!   statistics summed from zero on that device apart from every other
+//!   batch's ([`LoadedModel::accumulate_apart`]), and added into the
+//!   caller's f64 accumulators on the host in batch order. One device and N
+//!   add the same numbers in the same order. A call of more than
+//!   [`PIECE_FRAMES`] frames is cut into pieces of that many first (a
+//!   constant, never derived from the device count), so that one big call
+//!   also spreads over the devices. Each device has up to [`DEPTH`] batches
+//!   in flight: the host prepares the next while they compute.
+//!
+//! The devices must be alike (one engine kind, one device model): the CUDA
+//! engine's work split, and so its rounding, depends on the device's
+//! multiprocessor count. The host sends the batches in turn from the
+//! caller's thread; the devices compute concurrently.
+
+use std::collections::VecDeque;
+use std::ops::Range;
+
+use super::{Engine, FrameBatch, FrameTargets, HostFrames, LoadedModel};
+use crate::model::AcousticModel;
+use crate::stats::ModelAccumulators;
+use crate::{Error, Result};
+
+/// Frames of the pieces a big statistics call is cut into.
+pub const PIECE_FRAMES: usize = 1 << 18;
+
+/// Batches in flight per device: one computing, one queued behind it.
+pub const DEPTH: usize = 2;
+
+/// Fewest frames a device gets of a scoring call (fewer go to one device:
+/// a thread and a launch cost more than they save).
+pub const MIN_PART_ROWS: usize = 1024;
+
+/// `--gpus`: how many GPUs one process uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gpus {
+    Count(usize),
+    /// Every visible GPU (`CUDA_VISIBLE_DEVICES` decides which are).
+    All,
+}
+
+impl Default for Gpus {
+    fn default() -> Self {
+        Gpus::Count(1)
+    }
+}
+
+impl std::str::FromStr for Gpus {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "all" => Ok(Gpus::All),
+            _ => match s.parse::<usize>() {
+                Ok(n) if n >= 1 => Ok(Gpus::Count(n)),
+                _ => Err(format!(
+                    "--gpus={s}: expected a number of GPUs (1 or more) or all"
+                )),
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for Gpus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Gpus::Count(n) => write!(f, "{n}"),
+            Gpus::All => f.write_str("all"),
+        }
+    }
+}
+
+/// `AMTOOL_PARTITIONS`: logical partitions per device, `None` when unset
+/// (for the CPU: no multi-engine at all; set to 1, a multi-engine of one).
+pub fn partitions_from_env() -> Result<Option<usize>> {
+    match std::env::var("AMTOOL_PARTITIONS") {
+        Err(_) => Ok(None),
+        Ok(v) => match v.parse::<usize>() {
+            Ok(n) if n >= 1 => Ok(Some(n)),
+            _ => Err(Error::Usage(format!(
+                "AMTOOL_PARTITIONS={v}: expected a number of partitions (1 or more)"
+            ))),
+        },
+    }
+}
+
+/// Engines of several alike devices as one.
+pub struct MultiEngine {
+    parts: Vec<Box<dyn Engine>>,
+    min_part_rows: usize,
+}
+
+impl MultiEngine {
+    /// One engine over `parts` (one per device, in device order).
+    pub fn new(parts: Vec<Box<dyn Engine>>) -> Result<Self> {
+        let Some(first) = parts.first() else {
+            return Err(Error::Engine("no device to compute on".into()));
+        };
+        if let Some(other) = parts.iter().find(|p| p.name() != first.name()) {
+            return Err(Error::Engine(format!(
+                "devices of one process must be of one kind, not {} and {}",
+                first.name(),
+                other.name()
+            )));
+        }
+        Ok(MultiEngine {
+            parts,
+            min_part_rows: MIN_PART_ROWS,
+        })
+    }
+
+    /// The fewest frames a device gets of a scoring call (default
+    /// [`MIN_PART_ROWS`]; tests split small calls with 1).
+    pub fn with_min_part_rows(mut self, rows: usize) -> Self {
+        self.min_part_rows = rows.max(1);
+        self
+    }
+}
+
+impl Engine for MultiEngine {
+    fn name(&self) -> &'static str {
+        self.parts[0].name()
+    }
+
+    fn device(&self) -> String {
+        let names: Vec<String> = self.parts.iter().map(|p| p.device()).collect();
+        if names.iter().all(|n| *n == names[0]) {
+            match names.len() {
+                1 => names[0].clone(),
+                n => format!("{n} × {}", names[0]),
+            }
+        } else {
+            names.join(" + ")
+        }
+    }
+
+    fn cpu_threads(&self) -> Option<usize> {
+        self.parts[0].cpu_threads()
+    }
+
+    fn devices(&self) -> usize {
+        self.parts.len()
+    }
+
+    fn load<'e>(&'e self, model: &AcousticModel) -> Result<Box<dyn LoadedModel + 'e>> {
+        let parts = self
+            .parts
+            .iter()
+            .map(|e| e.load(model))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Box::new(MultiModel {
+            parts,
+            min_part_rows: self.min_part_rows,
+            next: 0,
+            flight: VecDeque::new(),
+            like: 0.0,
+        }))
+    }
+}
+
+/// A batch sent to a device and not yet added into the accumulators.
+struct Flight {
+    part: usize,
+    /// The batch's statistics, or `None` when its device keeps them.
+    stats: Option<ModelAccumulators>,
+}
+
+/// A model on every device of a [`MultiEngine`].
+pub struct MultiModel<'e> {
+    parts: Vec<Box<dyn LoadedModel + 'e>>,
+    min_part_rows: usize,
+    /// The device of the next batch.
+    next: usize,
+    /// Batches in flight, oldest first.
+    flight: VecDeque<Flight>,
+    /// Σ weight × log-likelihood of the batches added since the last settle.
+    like: f64,
+}
+
+/// `rows` cut into at most `parts` contiguous ranges of about equal size,
+/// none shorter than `min` (one range when the rows are few).
+pub fn part_ranges(rows: Range<usize>, parts: usize, min: usize) -> Vec<Range<usize>> {
+    let n = parts.min(rows.len() / min.max(1)).max(1);
+    let step = rows.len().div_ceil(n).max(1);
+    let mut out = Vec::with_capacity(n);
+    let mut r0 = rows.start;
+    while out.len() < n {
+        let r1 = (r0 + step).min(rows.end);
+        out.push(r0..r1);
+        r0 = r1;
+    }
+    out
+}
+
+/// Runs `f` for each (device, its rows, its output) at once, a thread each;
+/// the first error in device order is returned.
+fn each_part<'e, F>(
+    parts: &mut [Box<dyn LoadedModel + 'e>],
+    ranges: Vec<Range<usize>>,
+    out: &mut [f32],
+    row_len: usize,
+    f: F,
+) -> Result<()>
+where
+    F: Fn(&mut dyn LoadedModel, Range<usize>, &mut [f32]) -> Result<()> + Sync,
+{
+    let mut outs = Vec::with_capacity(ranges.len());
+    let mut rest = out;
+    for r in &ranges {
+        let (head, tail) = rest.split_at_mut(r.len() * row_len);
+        outs.push(head);
+        rest = tail;
+    }
+    let f = &f;
+    let results: Vec<Result<()>> = std::thread::scope(|s| {
+        let handles: Vec<_> = parts
+            .iter_mut()
+            .zip(ranges)
+            .zip(outs)
+            .map(|((p, r), o)| s.spawn(move || f(p.as_mut(), r, o)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Error::Engine("a device's thread panicked".into())))
+            })
+            .collect()
+    });
+    results.into_iter().collect()
+}
+
+/// The targets of frames `rows` of a batch; a weighted batch's offsets are
+/// rebased into `offsets`. Targets that do not fit the batch are an error.
+fn piece_targets<'a: 'b, 'b>(
+    targets: &FrameTargets<'a>,
+    rows: Range<usize>,
+    offsets: &'b mut Vec<usize>,
+) -> Result<FrameTargets<'b>> {
+    let bad = || Error::Mismatch("frame targets do not match the frames of the batch".into());
+    Ok(match *targets {
+        FrameTargets::Global => FrameTargets::Global,
+        FrameTargets::Aligned(s) => FrameTargets::Aligned(s.get(rows).ok_or_else(bad)?),
+        FrameTargets::Weighted {
+            offsets: o,
+            pairs: p,
+        } => {
+            let o = o.get(rows.start..rows.end + 1).ok_or_else(bad)?;
+            let (first, last) = (o[0], o[o.len() - 1]);
+            let pairs = p.get(first..last).ok_or_else(bad)?;
+            offsets.clear();
+            offsets.extend(o.iter().map(|&x| x.wrapping_sub(first)));
+            FrameTargets::Weighted { offsets, pairs }
+        }
+    })
+}
+
+impl MultiModel<'_> {
+    /// Hands a batch to the next device with `send`, then adds the oldest
+    /// batches into `acc` until each device has at most [`DEPTH`] in flight.
+    fn send(
+        &mut self,
+        acc: &mut ModelAccumulators,
+        send: impl FnOnce(&mut dyn LoadedModel, &ModelAccumulators) -> Result<Option<ModelAccumulators>>,
+    ) -> Result<()> {
+        let part = self.next;
+        let stats = send(self.parts[part].as_mut(), acc)?;
+        self.flight.push_back(Flight { part, stats });
+        self.next = (part + 1) % self.parts.len();
+        while self.flight.len() > DEPTH * self.parts.len() {
+            self.receive(acc)?;
+        }
+        Ok(())
+    }
+
+    /// Adds the oldest batch in flight into `acc`.
+    fn receive(&mut self, acc: &mut ModelAccumulators) -> Result<()> {
+        let Some(f) = self.flight.pop_front() else {
+            return Ok(());
+        };
+        self.like += match f.stats {
+            Some(s) => {
+                if !acc.same_shape(&s) {
+                    return Err(Error::Mismatch(
+                        "accumulators are shaped for another model".into(),
+                    ));
+                }
+                acc.add(&s);
+                s.total_like
+            }
+            None => self.parts[f.part].collect_apart(acc)?,
+        };
+        Ok(())
+    }
+
+    /// Sends `feats` in pieces of at most [`PIECE_FRAMES`] frames.
+    fn send_pieces(
+        &mut self,
+        feats: FrameBatch<'_>,
+        targets: FrameTargets<'_>,
+        acc: &mut ModelAccumulators,
+    ) -> Result<()> {
+        let mut offsets = Vec::new();
+        for r0 in (0..feats.frames).step_by(PIECE_FRAMES) {
+            let rows = r0..(r0 + PIECE_FRAMES).min(feats.frames);
+            let piece = feats.rows(rows.clone())?;
+            let t = piece_targets(&targets, rows, &mut offsets)?;
+            self.send(acc, |p, shape| p.accumulate_apart(piece, t, shape))?;
+        }
+        Ok(())
+    }
+}
+
+impl LoadedModel for MultiModel<'_> {
+    fn num_states(&self) -> usize {
+        self.parts[0].num_states()
+    }
+
+    fn state_loglikes(&mut self, feats: FrameBatch<'_>, out: &mut [f32]) -> Result<()> {
+        self.state_loglikes_rows(feats, 0..feats.frames, out)
+    }
+
+    fn state_loglikes_rows(
+        &mut self,
+        feats: FrameBatch<'_>,
+        rows: Range<usize>,
+        out: &mut [f32],
+    ) -> Result<()> {
+        let ns = self.num_states();
+        let ranges = part_ranges(rows.clone(), self.parts.len(), self.min_part_rows);
+        if ranges.len() == 1 || out.len() != rows.len() * ns || rows.end > feats.frames {
+            // One device, or a call its engine refuses with its own message.
+            return self.parts[0].state_loglikes_rows(feats, rows, out);
+        }
+        each_part(&mut self.parts, ranges, out, ns, |p, r, o| {
+            p.state_loglikes_rows(feats, r, o)
+        })
+    }
+
+    fn component_loglikes(
+        &mut self,
+        state: usize,
+        feats: FrameBatch<'_>,
+        out: &mut [f32],
+    ) -> Result<()> {
+        let ranges = part_ranges(0..feats.frames, self.parts.len(), self.min_part_rows);
+        if ranges.len() == 1 || out.len() % feats.frames.max(1) != 0 {
+            return self.parts[0].component_loglikes(state, feats, out);
+        }
+        let comps = out.len() / feats.frames;
+        each_part(&mut self.parts, ranges, out, comps, |p, r, o| {
+            p.component_loglikes(state, feats.rows(r)?, o)
+        })
+    }
+
+    fn accumulate(
+        &mut self,
+        feats: FrameBatch<'_>,
+        targets: FrameTargets<'_>,
+        acc: &mut ModelAccumulators,
+    ) -> Result<f64> {
+        if !self.flight.is_empty() {
+            return Err(Error::Engine(
+                "deferred statistics must be settled before another accumulate".into(),
+            ));
+        }
+        self.send_pieces(feats, targets, acc)?;
+        self.settle(acc)
+    }
+
+    fn accumulate_deferred(
+        &mut self,
+        feats: FrameBatch<'_>,
+        targets: FrameTargets<'_>,
+        acc: &mut ModelAccumulators,
+    ) -> Result<Option<f64>> {
+        self.send_pieces(feats, targets, acc)?;
+        Ok(None)
+    }
+
+    fn host_frames(&mut self, floats: usize) -> Result<HostFrames> {
+        self.parts[self.next].host_frames(floats)
+    }
+
+    fn accumulate_frames(
+        &mut self,
+        frames: &mut HostFrames,
+        dim: usize,
+        targets: FrameTargets<'_>,
+        acc: &mut ModelAccumulators,
+    ) -> Result<Option<f64>> {
+        if dim == 0 || frames.len() % dim != 0 {
+            return Err(Error::Mismatch(format!(
+                "statistics: {} floats are not whole frames of dimension {dim}",
+                frames.len()
+            )));
+        }
+        let room = frames.capacity();
+        if frames.len() > PIECE_FRAMES * dim {
+            let r = self.send_pieces(FrameBatch::new(frames.as_slice(), dim), targets, acc);
+            frames.clear();
+            r?;
+        } else {
+            self.send(acc, |p, shape| {
+                p.accumulate_frames_apart(frames, dim, targets, shape)
+            })?;
+        }
+        // The batch's memory went with it: the next batch's comes from the
+        // device it goes to.
+        if frames.capacity() < room {
+            *frames = self.host_frames(room)?;
+        }
+        Ok(None)
+    }
+
+    fn settle(&mut self, acc: &mut ModelAccumulators) -> Result<f64> {
+        while !self.flight.is_empty() {
+            self.receive(acc)?;
+        }
+        Ok(std::mem::take(&mut self.like))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::random::{self, Rng};
+    use crate::engine::cpu::CpuEngine;
+    use crate::model::CovKind;
+    use crate::stats::UpdateFlags;
+
+    /// A CPU engine whose models keep each batch's statistics until they
+    /// are collected, as a GPU does: the multi-engine's collecting path.
+    struct Keeping(CpuEngine);
+
+    struct KeepingModel<'e> {
+        inner: Box<dyn LoadedModel + 'e>,
+        kept: VecDeque<ModelAccumulators>,
+    }
+
+    impl Engine for Keeping {
+        fn name(&self) -> &'static str {
+            "keeping"
+        }
+        fn device(&self) -> String {
+            "a CPU that keeps statistics".into()
+        }
+        fn load<'e>(&'e self, model: &AcousticModel) -> Result<Box<dyn LoadedModel + 'e>> {
+            Ok(Box::new(KeepingModel {
+                inner: self.0.load(model)?,
+                kept: VecDeque::new(),
+            }))
+        }
+    }
+
+    impl LoadedModel for KeepingModel<'_> {
+        fn num_states(&self) -> usize {
+            self.inner.num_states()
+        }
+        fn state_loglikes(&mut self, feats: FrameBatch<'_>, out: &mut [f32]) -> Result<()> {
+            self.inner.state_loglikes(feats, out)
+        }
+        fn component_loglikes(
+            &mut self,
+            state: usize,
+            feats: FrameBatch<'_>,
+            out: &mut [f32],
+        ) -> Result<()> {
+            self.inner.component_loglikes(state, feats, out)
+        }
+        fn accumulate(
+            &mut self,
+            feats: FrameBatch<'_>,
+            targets: FrameTargets<'_>,
+            acc: &mut ModelAccumulators,
+        ) -> Result<f64> {
+            self.inner.accumulate(feats, targets, acc)
+        }
+        fn accumulate_apart(
+            &mut self,
+            feats: FrameBatch<'_>,
+            targets: FrameTargets<'_>,
+            shape: &ModelAccumulators,
+        ) -> Result<Option<ModelAccumulators>> {
+            let s = self.inner.accumulate_apart(feats, targets, shape)?;
+            self.kept.extend(s);
+            Ok(None)
+        }
+        fn collect_apart(&mut self, acc: &mut ModelAccumulators) -> Result<f64> {
+            let s = self
+                .kept
+                .pop_front()
+                .ok_or_else(|| Error::Engine("none kept".into()))?;
+            acc.add(&s);
+            Ok(s.total_like)
+        }
+    }
+
+    fn cpu_parts(n: usize) -> MultiEngine {
+        let parts = (0..n)
+            .map(|_| Box::new(CpuEngine::new(1).unwrap()) as Box<dyn Engine>)
+            .collect();
+        MultiEngine::new(parts).unwrap().with_min_part_rows(1)
+    }
+
+    fn keeping_parts(n: usize) -> MultiEngine {
+        let parts = (0..n)
+            .map(|_| Box::new(Keeping(CpuEngine::new(1).unwrap())) as Box<dyn Engine>)
+            .collect();
+        MultiEngine::new(parts).unwrap()
+    }
+
+    /// Every form of targets over `frames` frames of `states` states.
+    fn targets_of(
+        rng: &mut Rng,
+        frames: usize,
+        states: usize,
+    ) -> (Vec<u32>, Vec<usize>, Vec<(u32, f32)>) {
+        let ali = (0..frames).map(|_| rng.int(0, states - 1) as u32).collect();
+        let mut offsets = vec![0];
+        let mut pairs = Vec::new();
+        for _ in 0..frames {
+            for _ in 0..rng.int(0, 3) {
+                pairs.push((rng.int(0, states - 1) as u32, rng.uniform() as f32));
+            }
+            offsets.push(pairs.len());
+        }
+        (ali, offsets, pairs)
+    }
+
+    /// Statistics of one big call (cut into pieces, dealt to the devices)
+    /// and of a stream of deferred batches, on 1, 2 and 3 devices, diagonal
+    /// and full, every kind of targets: the same bits.
+    #[test]
+    fn statistics_are_the_same_bits_on_any_number_of_devices() {
+        let mut rng = Rng::new(7);
+        for kind in [CovKind::Diagonal, CovKind::Full] {
+            let (d, states) = (3, 4);
+            let global = random::model(&mut rng, &[5], d, kind);
+            let am = random::model(&mut rng, &[2, 3, 1, 4], d, kind);
+            let frames = 2 * PIECE_FRAMES + 1234;
+            let data = random::uneven_features(&mut rng, frames, d, 2.0);
+            let feats = FrameBatch::new(&data, d);
+            let (ali, offsets, pairs) = targets_of(&mut rng, frames, states);
+            let cases: [(&AcousticModel, FrameTargets<'_>); 3] = [
+                (&global, FrameTargets::Global),
+                (&am, FrameTargets::Aligned(&ali)),
+                (
+                    &am,
+                    FrameTargets::Weighted {
+                        offsets: &offsets,
+                        pairs: &pairs,
+                    },
+                ),
+            ];
+            for (model, targets) in cases {
+                let run = |engine: &MultiEngine| {
+                    let mut lm = engine.load(model).unwrap();
+                    let mut one = ModelAccumulators::zeros(model, UpdateFlags::default());
+                    let like = lm.accumulate(feats, targets, &mut one).unwrap();
+                    // A stream of uneven deferred batches, settled twice.
+                    let mut many = ModelAccumulators::zeros(model, UpdateFlags::default());
+                    let mut like2 = 0.0;
+                    let mut t0 = 0;
+                    for (i, n) in [1000, 70_000, 1, 300_000, 5_000].into_iter().enumerate() {
+                        let r = t0..t0 + n;
+                        let mut o = Vec::new();
+                        let t = piece_targets(&targets, r.clone(), &mut o).unwrap();
+                        like2 += lm
+                            .accumulate_deferred(feats.rows(r).unwrap(), t, &mut many)
+                            .unwrap()
+                            .unwrap_or(0.0);
+                        if i == 2 {
+                            like2 += lm.settle(&mut many).unwrap();
+                        }
+                        t0 += n;
+                    }
+                    like2 += lm.settle(&mut many).unwrap();
+                    (
+                        like.to_bits(),
+                        one.bit_patterns(),
+                        like2.to_bits(),
+                        many.bit_patterns(),
+                    )
+                };
+                let want = run(&cpu_parts(1));
+                for n in [2, 3] {
+                    assert!(run(&cpu_parts(n)) == want, "{kind:?}: {n} devices");
+                }
+                let kept = run(&keeping_parts(1));
+                for n in [2, 3] {
+                    assert!(
+                        run(&keeping_parts(n)) == kept,
+                        "{kind:?}: {n} keeping devices"
+                    );
+                }
+                assert_eq!(kept, want, "kept and returned statistics add the same");
+            }
+        }
+    }
+
+    /// The test above would see a wrong order: the same batches added in
+    /// another order give other bits.
+    #[test]
+    fn the_order_of_the_batches_shows_in_the_bits() {
+        let mut rng = Rng::new(3);
+        let model = random::model(&mut rng, &[6], 4, CovKind::Diagonal);
+        let data = random::uneven_features(&mut rng, 60_000, 4, 2.0);
+        let engine = CpuEngine::new(1).unwrap();
+        let mut lm = engine.load(&model).unwrap();
+        let shape = ModelAccumulators::zeros(&model, UpdateFlags::default());
+        let batches: Vec<ModelAccumulators> = data
+            .chunks(4 * 5_000)
+            .map(|c| {
+                lm.accumulate_apart(FrameBatch::new(c, 4), FrameTargets::Global, &shape)
+                    .unwrap()
+                    .unwrap()
+            })
+            .collect();
+        let sum = |order: &mut dyn Iterator<Item = &ModelAccumulators>| {
+            let mut a = shape.zeros_like();
+            order.for_each(|b| a.add(b));
+            a.bit_patterns()
+        };
+        let forward = sum(&mut batches.iter());
+        let dealt = sum(&mut batches
+            .iter()
+            .step_by(2)
+            .chain(batches.iter().skip(1).step_by(2)));
+        assert_ne!(forward, dealt);
+    }
+
+    #[test]
+    fn scoring_rows_land_in_place_on_any_number_of_devices() {
+        let mut rng = Rng::new(11);
+        for kind in [CovKind::Diagonal, CovKind::Full] {
+            let model = random::model(&mut rng, &[3, 1, 4, 2, 5], 3, kind);
+            let frames = 1001;
+            let data = random::features(&mut rng, frames, 3);
+            let feats = FrameBatch::new(&data, 3);
+            let run = |engine: &dyn Engine| {
+                let mut lm = engine.load(&model).unwrap();
+                let mut s = vec![0f32; frames * 5];
+                lm.state_loglikes(feats, &mut s).unwrap();
+                let mut rows = vec![0f32; 300 * 5];
+                lm.state_loglikes_rows(feats, 400..700, &mut rows).unwrap();
+                let mut c = vec![0f32; frames * 4];
+                lm.component_loglikes(2, feats, &mut c).unwrap();
+                let b = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                (b(&s), b(&rows), b(&c))
+            };
+            let want = run(&CpuEngine::new(1).unwrap());
+            assert_eq!(want.1, want.0[400 * 5..700 * 5]);
+            for n in [1, 2, 3] {
+                assert!(run(&cpu_parts(n)) == want, "{kind:?}: {n} devices");
+            }
+        }
+    }
+
+    #[test]
+    fn part_ranges_cover_the_rows_in_order() {
+        assert_eq!(part_ranges(0..10, 3, 1), vec![0..4, 4..8, 8..10]);
+        assert_eq!(part_ranges(5..9, 3, 2), vec![5..7, 7..9]);
+        assert_eq!(part_ranges(0..3, 2, 1024), vec![0..3]);
+        assert_eq!(part_ranges(4..4, 2, 1), vec![4..4]);
+    }
+
+    #[test]
+    fn bad_inputs_are_errors() {
+        let e = MultiEngine::new(Vec::new()).err().unwrap();
+        assert!(e.to_string().contains("no device"), "{e}");
+        let mixed: Vec<Box<dyn Engine>> = vec![
+            Box::new(CpuEngine::new(1).unwrap()),
+            Box::new(Keeping(CpuEngine::new(1).unwrap())),
+        ];
+        let e = MultiEngine::new(mixed).err().unwrap();
+        assert!(e.to_string().contains("of one kind"), "{e}");
+        let mut rng = Rng::new(1);
+        let model = random::model(&mut rng, &[2, 2], 2, CovKind::Diagonal);
+        let engine = cpu_parts(2);
+        let mut lm = engine.load(&model).unwrap();
+        let data = random::features(&mut rng, 10, 2);
+        let mut acc = ModelAccumulators::zeros(&model, UpdateFlags::default());
+        let short = [0u32; 9];
+        let e = lm
+            .accumulate(
+                FrameBatch::new(&data, 2),
+                FrameTargets::Aligned(&short),
+                &mut acc,
+            )
+            .unwrap_err();
+        assert!(e.to_string().contains("targets"), "{e}");
+        let mut out = vec![0f32; 7];
+        assert!(lm
+            .state_loglikes(FrameBatch::new(&data, 2), &mut out)
+            .is_err());
+        let mut frames = HostFrames::with_capacity(8);
+        frames.push(&data[..5]);
+        let e = lm
+            .accumulate_frames(&mut frames, 2, FrameTargets::Global, &mut acc)
+            .unwrap_err();
+        assert!(e.to_string().contains("whole frames"), "{e}");
+        assert_eq!("all".parse::<Gpus>(), Ok(Gpus::All));
+        assert_eq!("3".parse::<Gpus>(), Ok(Gpus::Count(3)));
+        assert!("0".parse::<Gpus>().unwrap_err().contains("--gpus=0"));
+    }
+}
