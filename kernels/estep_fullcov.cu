@@ -46,7 +46,8 @@
 #define FWST (FKC * 16 * 32)             // uint4 of W' a fc_score stage: [step][ntile][lane]
 #define FGST (FQ * 8 * 64)               // uint4 of γ' a fc_stats stage: [q][mtile][lane][hi, lo]
 #define FZSS (FQ * 16 * 32)              // uint4 of z' a fc_stats stage: [q][ntile][lane]
-#define FXR ((FSF * D + 255) / 256)      // x values a thread stages for fc_stats
+#define FT 512                           // threads of fc_score and fc_stats (16 warps)
+#define FXR ((FSF * D + FT - 1) / FT)    // x values a thread stages for fc_stats
 
 // Per-dimension multipliers s_d, passed by value (nothing uploaded between chunks).
 struct XScales {
@@ -144,40 +145,45 @@ __device__ __forceinline__ void fc_load_x(float* xt, const float* __restrict__ f
     }
 }
 
-// Stage st of fc_score: k-steps [st*FKC, ..) of the CTA's W' columns
-// (cp.async, committed) and of its frames' z' (built from xt) into buffer st & 1.
-__device__ __forceinline__ void fc_score_stage(uint4* stg, const float* xt, const unsigned short* pr,
-                                               const uint4* __restrict__ wf, int nt8, int nt0, int st) {
+// W' of stage st of fc_score: k-steps [st*FKC, ..) of the CTA's columns
+// into buffer st & 1 (cp.async, committed).
+__device__ __forceinline__ void fc_score_wcopy(uint4* stg, const uint4* __restrict__ wf, int nt8, int nt0, int st) {
     const int s0 = st * FKC, rows = imin(FKC, FKS - s0);
-    uint4* zs = stg + (st & 1) * (FZST + FWST);
-    uint4* ws = zs + FZST;
+    uint4* ws = stg + (st & 1) * (FZST + FWST) + FZST;
     for (int i = threadIdx.x; i < rows * 512; i += blockDim.x) {
         const int kk = i >> 9, r = i & 511;
         cp16(reinterpret_cast<float*>(ws + i),
              reinterpret_cast<const float*>(wf + ((u64)(s0 + kk) * nt8 + nt0) * 32 + r));
     }
     cp_commit();
-    // A fragments: rows are frames (g, g+8 of m-tile mt), columns k.
-    for (int i = threadIdx.x; i < rows * 256; i += blockDim.x) {
-        const int lane = i & 31, mt = (i >> 5) & 7, kk = i >> 8, g = lane >> 2, t = lane & 3;
-        const int k = 16 * (s0 + kk) + 2 * t;
-        const float* x0 = xt + (16 * mt + g) * XS;
-        const float* x1 = x0 + 8 * XS;
-        const unsigned p0 = pr[k], p1 = pr[k + 1], p8 = pr[k + 8], p9 = pr[k + 9];
-        uint4 hi, lo;
-        h2split(fc_z(x0, p0), fc_z(x0, p1), hi.x, lo.x);
-        h2split(fc_z(x1, p0), fc_z(x1, p1), hi.y, lo.y);
-        h2split(fc_z(x0, p8), fc_z(x0, p9), hi.z, lo.z);
-        h2split(fc_z(x1, p8), fc_z(x1, p9), hi.w, lo.w);
-        zs[2 * i] = hi;
-        zs[2 * i + 1] = lo;
-    }
+}
+
+// z' of stage st for the CTA's frames, built from xt into zs (its stage's
+// buffer): A fragments, rows frames (g, g+8 of m-tile mt), columns k. One
+// item per thread (FT = FKC steps × 8 m-tiles × 32 lanes).
+__device__ __forceinline__ void fc_score_build(uint4* zs, const float* xt, const unsigned short* pr, int st) {
+    const int i = threadIdx.x, lane = i & 31, mt = (i >> 5) & 7, kk = i >> 8, g = lane >> 2, t = lane & 3;
+    if (st * FKC + kk >= FKS) return;
+    const int k = 16 * (st * FKC + kk) + 2 * t;
+    const float* x0 = xt + (16 * mt + g) * XS;
+    const float* x1 = x0 + 8 * XS;
+    const unsigned p0 = pr[k], p1 = pr[k + 1], p8 = pr[k + 8], p9 = pr[k + 9];
+    uint4 hi, lo;
+    h2split(fc_z(x0, p0), fc_z(x0, p1), hi.x, lo.x);
+    h2split(fc_z(x1, p0), fc_z(x1, p1), hi.y, lo.y);
+    h2split(fc_z(x0, p8), fc_z(x0, p9), hi.z, lo.z);
+    h2split(fc_z(x1, p8), fc_z(x1, p9), hi.w, lo.w);
+    zs[2 * i] = hi;
+    zs[2 * i + 1] = lo;
 }
 
 // Scores L[t][g] (row stride mpad) of FCB frames × FCB Gaussians per CTA;
-// warp (wm, wn) owns 32 frames × 64 Gaussians. Grid: (mpad/FCB, npad/FCB).
-// Dynamic shared memory: fc_score_smem() on the host.
-extern "C" __global__ void __launch_bounds__(256, 1) fc_score(const float* __restrict__ feats, int n,
+// warp (wm, wn) of 16 owns 32 frames × 32 Gaussians. Each stage's mma are issued
+// with the next stage's z' built between them (its W' copied meanwhile), so
+// the tensor cores work while the build runs; one barrier a stage.
+// Grid: (mpad/FCB, npad/FCB); FT threads. Dynamic shared memory:
+// fc_score_smem() on the host.
+extern "C" __global__ void __launch_bounds__(FT, 1) fc_score(const float* __restrict__ feats, int n,
                                                               const XScales xs, const uint4* __restrict__ wf,
                                                               const float* __restrict__ gconst, int mpad,
                                                               float* __restrict__ L) {
@@ -194,45 +200,45 @@ extern "C" __global__ void __launch_bounds__(256, 1) fc_score(const float* __res
     fc_load_x(xt, feats, n, f0, FCB, xsm);
     __syncthreads();
     const int wm = warp & 3, wn = warp >> 2;
-    float tot[2][8][4], cc[2][8][4];
+    float tot[2][4][4], cc[2][4][4];
     fc_zero(tot);
     fc_zero(cc);
     const int stages = (FKS + FKC - 1) / FKC;
-    fc_score_stage(stg, xt, pr, wf, nt8, nt0, 0);
+    fc_score_wcopy(stg, wf, nt8, nt0, 0);
+    fc_score_build(stg, xt, pr, 0);
     for (int st = 0; st < stages; ++st) {
-        if (st + 1 < stages) {
-            fc_score_stage(stg, xt, pr, wf, nt8, nt0, st + 1);
-            cp_wait<1>();
-        } else {
-            cp_wait<0>();
-        }
+        cp_wait<0>();
         __syncthreads();
+        const bool next = st + 1 < stages;
+        if (next) fc_score_wcopy(stg, wf, nt8, nt0, st + 1);
         const uint4* zs = stg + (st & 1) * (FZST + FWST);
         const uint4* ws = zs + FZST;
+        uint4* zn = stg + ((st + 1) & 1) * (FZST + FWST);
         const int rows = imin(FKC, FKS - st * FKC);
 #pragma unroll
         for (int kk = 0; kk < FKC; ++kk) {
-            if (kk >= rows) break;
-            uint4 ah[2], al[2];
+            if (kk < rows) {
+                uint4 ah[2], al[2];
 #pragma unroll
-            for (int mi = 0; mi < 2; ++mi) {
-                const uint4* a = zs + ((kk * 8 + 2 * wm + mi) * 32 + lane) * 2;
-                ah[mi] = a[0];
-                al[mi] = a[1];
+                for (int mi = 0; mi < 2; ++mi) {
+                    const uint4* a = zs + ((kk * 8 + 2 * wm + mi) * 32 + lane) * 2;
+                    ah[mi] = a[0];
+                    al[mi] = a[1];
+                }
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    const uint4 b = ws[(kk * 16 + 4 * wn + j) * 32 + lane];
+#pragma unroll
+                    for (int mi = 0; mi < 2; ++mi) fc_mma3(cc[mi][j], ah[mi], al[mi], b);
+                }
             }
-#pragma unroll
-            for (int j = 0; j < 8; ++j) {
-                const uint4 b = ws[(kk * 16 + 8 * wn + j) * 32 + lane];
-#pragma unroll
-                for (int mi = 0; mi < 2; ++mi) fc_mma3(cc[mi][j], ah[mi], al[mi], b);
-            }
+            if (next && kk == 0) fc_score_build(zn, xt, pr, st + 1);
         }
         fc_chunk_add(tot, cc);
-        __syncthreads();
     }
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-        const int gc = 8 * (nt0 + 8 * wn + j) + 2 * t;
+    for (int j = 0; j < 4; ++j) {
+        const int gc = 8 * (nt0 + 4 * wn + j) + 2 * t;
         const float gc0 = gconst[gc], gc1 = gconst[gc + 1];
 #pragma unroll
         for (int mi = 0; mi < 2; ++mi)
@@ -304,7 +310,7 @@ __device__ __forceinline__ void fc_x_fetch(float (&xr)[FXR], const float* __rest
                                            const float* xsm) {
 #pragma unroll
     for (int i = 0; i < FXR; ++i) {
-        const int e = threadIdx.x + 256 * i, f = e / D, d = e - f * D;
+        const int e = threadIdx.x + FT * i, f = e / D, d = e - f * D;
         xr[i] = (e < FSF * D && t0 + f < n) ? feats[(u64)(t0 + f) * D + d] * xsm[d] : 0.0f;
     }
 }
@@ -312,26 +318,30 @@ __device__ __forceinline__ void fc_x_fetch(float (&xr)[FXR], const float* __rest
 __device__ __forceinline__ void fc_x_store(float* xt, const float (&xr)[FXR]) {
 #pragma unroll
     for (int i = 0; i < FXR; ++i) {
-        const int e = threadIdx.x + 256 * i, f = e / D, d = e - f * D;
+        const int e = threadIdx.x + FT * i, f = e / D, d = e - f * D;
         if (e < FSF * D) xt[f * XS + d] = xr[i];
     }
 }
 
-// Stage st of fc_stats into buffer st & 1: the γ' fragments of its FQ
-// steps of 16 frames for the CTA's 8 Gaussian tiles (cp.async, not
-// committed), and z' of its frames for the CTA's columns (built from xt) as
-// B fragments {hi b0b1, hi b2b3, lo b0b1, lo b2b3} (rows frames, columns z).
-__device__ __forceinline__ void fc_stats_stage(uint4* stg, const float* xt, const unsigned short* pr,
-                                               const uint4* __restrict__ gam, int mtiles, int mt0, int qg0) {
-    uint4* gs = stg;
-    uint4* zs = stg + FGST;
+// The γ' fragments of FQ steps of 16 frames from step qg0 for the CTA's 8
+// Gaussian tiles into gs (cp.async, committed).
+__device__ __forceinline__ void fc_gam_copy(uint4* gs, const uint4* __restrict__ gam, int mtiles, int mt0,
+                                            int qg0) {
     for (int i = threadIdx.x; i < FQ * 512; i += blockDim.x) {
         const int q = i >> 9, r = i & 511;
         cp16(reinterpret_cast<float*>(gs + i),
              reinterpret_cast<const float*>(gam + ((u64)(qg0 + q) * mtiles + mt0) * 64 + r));
     }
-    for (int i = threadIdx.x; i < FQ * 512; i += blockDim.x) {
-        const int lane = i & 31, nt = (i >> 5) & 15, q = i >> 9, g = lane >> 2, t = lane & 3;
+    cp_commit();
+}
+
+// z' of step q (16 frames) of a stage for the CTA's columns, built from its
+// x tile xt into zs: B fragments {hi b0b1, hi b2b3, lo b0b1, lo b2b3}, rows
+// frames, columns z. One item per thread (FT = 16 n-tiles × 32 lanes).
+__device__ __forceinline__ void fc_stats_build(uint4* zs, const float* xt, const unsigned short* pr, int q) {
+    {
+        const int i = q * 512 + threadIdx.x;
+        const int lane = i & 31, nt = (i >> 5) & 15, g = lane >> 2, t = lane & 3;
         const unsigned p = pr[8 * nt + g];
         const float* xa = xt + (16 * q + 2 * t) * XS;
         uint4 o;
@@ -343,24 +353,28 @@ __device__ __forceinline__ void fc_stats_stage(uint4* stg, const float* xt, cons
 
 // Statistics S'[g][c] = Σ_t γ'[t][g] z'[t][c] over frames [r0, r0 + rf) ∩
 // [0, npad) (r0 = blockIdx.z * rf; rf and npad multiples of FSF) for FCB
-// Gaussians × FCB columns per CTA; warp (wm, wn) owns 64 Gaussians × 32
-// columns. Grid: (FCP/FCB, mpad/FCB, ranges); partial[range][mpad][FCP].
+// Gaussians × FCB columns per CTA; warp (wm, wn) of 16 owns 32 Gaussians ×
+// 32 columns. Stage st's mma are issued with stage st+1's z' built between
+// them (from the second x tile) and its γ' copied meanwhile; the x of stage
+// st+3 is loaded into registers across the mma, and stored at the next
+// stage. One barrier a stage.
+// Grid: (FCP/FCB, mpad/FCB, ranges); FT threads; partial[range][mpad][FCP].
 // Dynamic shared memory: fc_stats_smem() on the host.
-extern "C" __global__ void __launch_bounds__(256, 1) fc_stats(const float* __restrict__ feats, int n, int npad,
+extern "C" __global__ void __launch_bounds__(FT, 1) fc_stats(const float* __restrict__ feats, int n, int npad,
                                                               int rf, const XScales xs,
                                                               const uint4* __restrict__ gam, int mpad,
                                                               float* __restrict__ partial) {
     extern __shared__ __align__(16) uint4 fsm[];
     uint4* stg = fsm;
-    float* xt = reinterpret_cast<float*>(fsm + 2 * (FGST + FZSS));
-    float* xsm = xt + FSF * XS;
+    float* xt = reinterpret_cast<float*>(fsm + 2 * (FGST + FZSS)); // two tiles of FSF rows
+    float* xsm = xt + 2 * FSF * XS;
     unsigned short* pr = reinterpret_cast<unsigned short*>(xsm + FCMAXD);
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const int c0 = blockIdx.x * FCB, mtiles = mpad / 16, mt0 = blockIdx.y * (FCB / 16);
     const int r0 = blockIdx.z * rf, stages = (imin(npad, r0 + rf) - r0) / FSF;
     for (int d = tid; d < D; d += blockDim.x) xsm[d] = xs.v[d];
     for (int c = tid; c < FCB; c += blockDim.x) pr[c] = (unsigned short)fc_pair_nat(c0 + c);
-    for (int e = tid; e < FSF * XS; e += blockDim.x) {
+    for (int e = tid; e < 2 * FSF * XS; e += blockDim.x) {
         const int d = e % XS;
         if (d >= D) xt[e] = d == D ? 1.0f : 0.0f;
     }
@@ -368,52 +382,54 @@ extern "C" __global__ void __launch_bounds__(256, 1) fc_stats(const float* __res
     float xr[FXR];
     fc_x_fetch(xr, feats, n, r0, xsm);
     fc_x_store(xt, xr);
+    if (stages > 1) {
+        fc_x_fetch(xr, feats, n, r0 + FSF, xsm);
+        fc_x_store(xt + FSF * XS, xr);
+    }
     __syncthreads();
-    if (stages > 0) fc_stats_stage(stg, xt, pr, gam, mtiles, mt0, r0 / 16);
-    cp_commit();
-    if (stages > 1) fc_x_fetch(xr, feats, n, r0 + FSF, xsm);
-    __syncthreads();
-    const int wm = warp & 1, wn = warp >> 1;
-    float tot[4][4][4], cc[4][4][4];
+    fc_gam_copy(stg, gam, mtiles, mt0, r0 / 16);
+#pragma unroll
+    for (int q = 0; q < FQ; ++q) fc_stats_build(stg + FGST, xt, pr, q);
+    if (stages > 2) fc_x_fetch(xr, feats, n, r0 + 2 * FSF, xsm);
+    const int wm = warp & 3, wn = warp >> 2;
+    float tot[2][4][4], cc[2][4][4];
     fc_zero(tot);
     fc_zero(cc);
     for (int st = 0; st < stages; ++st) {
+        cp_wait<0>();
+        __syncthreads();
         const bool next = st + 1 < stages;
-        if (next) fc_x_store(xt, xr);
-        __syncthreads();
-        if (next) {
-            fc_stats_stage(stg + ((st + 1) & 1) * (FGST + FZSS), xt, pr, gam, mtiles, mt0,
-                           (r0 + (st + 1) * FSF) / 16);
-        }
-        cp_commit();
-        if (st + 2 < stages) fc_x_fetch(xr, feats, n, r0 + (st + 2) * FSF, xsm);
-        cp_wait<1>();
-        __syncthreads();
+        uint4* gn = stg + ((st + 1) & 1) * (FGST + FZSS);
+        if (next) fc_gam_copy(gn, gam, mtiles, mt0, (r0 + (st + 1) * FSF) / 16);
+        if (st + 2 < stages) fc_x_store(xt + (st & 1) * FSF * XS, xr);
+        if (st + 3 < stages) fc_x_fetch(xr, feats, n, r0 + (st + 3) * FSF, xsm);
         const uint4* gs = stg + (st & 1) * (FGST + FZSS);
         const uint4* zs = gs + FGST;
+        const float* xn = xt + ((st + 1) & 1) * FSF * XS;
 #pragma unroll 2
         for (int q = 0; q < FQ; ++q) {
             uint4 b[4];
 #pragma unroll
             for (int j = 0; j < 4; ++j) b[j] = zs[(q * 16 + 4 * wn + j) * 32 + lane];
 #pragma unroll
-            for (int mi = 0; mi < 4; ++mi) {
-                const uint4* a = gs + ((q * 8 + 4 * wm + mi) * 32 + lane) * 2;
+            for (int mi = 0; mi < 2; ++mi) {
+                const uint4* a = gs + ((q * 8 + 2 * wm + mi) * 32 + lane) * 2;
                 const uint4 ah = a[0], al = a[1];
 #pragma unroll
                 for (int j = 0; j < 4; ++j) fc_mma3(cc[mi][j], ah, al, b[j]);
             }
+            if (next) fc_stats_build(gn + FGST, xn, pr, q);
             if (q & 1) fc_chunk_add(tot, cc);
         }
     }
     float* out = partial + (u64)blockIdx.z * mpad * FCP;
 #pragma unroll
-    for (int mi = 0; mi < 4; ++mi)
+    for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
         for (int j = 0; j < 4; ++j)
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-                const int gg = 16 * (mt0 + 4 * wm + mi) + g + 8 * h;
+                const int gg = 16 * (mt0 + 2 * wm + mi) + g + 8 * h;
                 const int c = c0 + 8 * (4 * wn + j) + 2 * t;
                 *reinterpret_cast<float2*>(out + (u64)gg * FCP + c) =
                     make_float2(tot[mi][j][2 * h], tot[mi][j][2 * h + 1]);

@@ -26,6 +26,8 @@ pub const MIN_GAUSSIANS: usize = 64;
 pub const MAX_DIM: usize = 96;
 /// Frames, Gaussians and statistics columns of a CTA tile (`FCB`).
 const TILE: usize = 128;
+/// Threads of `fc_score` and `fc_stats` (`FT`: 16 warps, 32 × 32 each).
+const GEMM_THREADS: u32 = 512;
 /// Frames per stage of `fc_stats` (`FSF`): its ranges are multiples.
 const STATS_STAGE: usize = 64;
 /// The longest range of frames one `fc_stats` CTA sums in FP32.
@@ -62,7 +64,7 @@ pub fn smem(dim: usize) -> (usize, usize) {
         + MAX_DIM * 4
         + 16 * score_steps(dim) * 2;
     let stats = 2 * (4 * 8 * 64 + 4 * 16 * 32) * uint4
-        + STATS_STAGE * x_stride(dim) * 4
+        + 2 * STATS_STAGE * x_stride(dim) * 4
         + MAX_DIM * 4
         + TILE * 2;
     (score, stats)
@@ -316,7 +318,7 @@ impl EstepFull {
             .arg(&mut b.l);
         let cfg = LaunchConfig {
             grid_dim: ((mpad / TILE) as u32, (npad / TILE) as u32, 1),
-            block_dim: block,
+            block_dim: (GEMM_THREADS, 1, 1),
             shared_mem_bytes: kf.smem_score as u32,
         };
         // SAFETY: as above; L holds npad × mpad floats.
@@ -360,7 +362,7 @@ impl EstepFull {
             .arg(&mut b.partial);
         let cfg = LaunchConfig {
             grid_dim: ((cols / TILE) as u32, (mpad / TILE) as u32, ranges as u32),
-            block_dim: block,
+            block_dim: (GEMM_THREADS, 1, 1),
             shared_mem_bytes: kf.smem_stats as u32,
         };
         // SAFETY: as above; partial holds ranges × mpad × cols floats.
