@@ -79,7 +79,10 @@ fn cuda_global(
     let mut cm = CudaModel::new(e, m).map_err(|e| e.to_string())?;
     cm.set_fullcov_estep_min_gaussians(1);
     if !cm.shape().fc16 {
-        return Err(format!("no full-covariance E-step kernels for {:?}", cm.shape()));
+        return Err(format!(
+            "no full-covariance E-step kernels for {:?}",
+            cm.shape()
+        ));
     }
     let mut acc = ModelAccumulators::zeros(m, UpdateFlags::default());
     cm.accumulate(
@@ -173,7 +176,10 @@ fn cuda_fullcov_estep_refused_chunk_falls_back() {
     // first: x = 1e5 gives x²·P ≥ 1e10 > 2^30.
     feats[3] = 1e5;
     let (acc, chunks) = cuda_global(e, &m, &feats).unwrap();
-    assert_eq!(chunks, 1, "one chunk should take the tensor cores, one refuse them");
+    assert_eq!(
+        chunks, 1,
+        "one chunk should take the tensor cores, one refuse them"
+    );
     compare_acc(&acc, &global_ref(&m, &feats)).unwrap();
 }
 

@@ -391,10 +391,7 @@ mod tests {
     fn pairs_follow_the_scoring_order() {
         // D = 2: natural z = [x0, x1, x0x0, x1x0, x1x1, 1]; scoring order
         // x1, x1x0, x1x1, x0, x0x0 (then the constant, left out here).
-        assert_eq!(
-            score_pairs(2),
-            vec![(1, 2), (1, 0), (1, 1), (0, 2), (0, 0)]
-        );
+        assert_eq!(score_pairs(2), vec![(1, 2), (1, 0), (1, 1), (0, 2), (0, 0)]);
         assert_eq!(score_pairs(40).len(), 860);
     }
 
