@@ -35,23 +35,8 @@
 //            cores truncate when they add into their accumulator) and
 //            added to the running sums with rounding;
 //   reduce16 the ranges' partial sums, in range order, in f64, unscaled.
-#if E16
-#define KS16 (KP / 16) // k-steps of 16
-// Per-row multipliers, passed by value (no upload between chunks): the
-// host's `Scales` (engine/cuda/estep16.rs), 104 floats for any KP <= 96.
-struct Scales {
-    float v[104];
-};
-#define NJ (KP / 8)    // column tiles of the statistics
-#define GSC 4096.0f    // posterior scale in the statistics products
-#define W1 4           // warps of gll16 (32 frames each)
-#define MS 4           // Gaussian tiles (16) per stage of gll16
-#define MTU (KS16 * 64) // uint4 of W' per Gaussian tile: [s][hi, lo][lane]
-#define SF 64          // frames per stage of gst16
-#define GSTW 6         // warps of gst16 (2 CTAs an SM: at most 170 registers)
-#define ZBU (8 * KS16 * 32) // uint4 of zb per stage (8 column tiles of frames)
-#define ZSU (4 * NJ * 32)   // uint4 of zs per stage (4 steps of 16 frames)
-
+// FP16 helpers, shared with the full-covariance E-step (estep_fullcov.cu).
+#if E16 || FC16
 __device__ __forceinline__ unsigned h2pack(float lo_half, float hi_half) {
     unsigned r;
     asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi_half), "f"(lo_half));
@@ -76,6 +61,24 @@ __device__ __forceinline__ void mma16(float (&c)[4], unsigned a0, unsigned a1, u
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
+#endif
+
+#if E16
+#define KS16 (KP / 16) // k-steps of 16
+// Per-row multipliers, passed by value (no upload between chunks): the
+// host's `Scales` (engine/cuda/estep16.rs), 104 floats for any KP <= 96.
+struct Scales {
+    float v[104];
+};
+#define NJ (KP / 8)    // column tiles of the statistics
+#define GSC 4096.0f    // posterior scale in the statistics products
+#define W1 4           // warps of gll16 (32 frames each)
+#define MS 4           // Gaussian tiles (16) per stage of gll16
+#define MTU (KS16 * 64) // uint4 of W' per Gaussian tile: [s][hi, lo][lane]
+#define SF 64          // frames per stage of gst16
+#define GSTW 6         // warps of gst16 (2 CTAs an SM: at most 170 registers)
+#define ZBU (8 * KS16 * 32) // uint4 of zb per stage (8 column tiles of frames)
+#define ZSU (4 * NJ * 32)   // uint4 of zs per stage (4 steps of 16 frames)
 
 // A score's three accumulators: hi·hi (b), lo·hi (l) and hi·lo (h), three
 // independent chains of mma (the small terms never pass through the large

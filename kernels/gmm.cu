@@ -640,7 +640,8 @@ extern "C" __global__ void sum_f64(const double* __restrict__ v, int n, double* 
 // normaliser L in entry_loglike, the numerators in accum_stats) must use the
 // same arithmetic, or a one-Gaussian state gets posteriors of exp(δ) ≠ 1.
 // Global statistics of a large diagonal GMM have both passes on the tensor
-// cores instead (estep_f16.cu).
+// cores instead (estep_f16.cu), and so do those of a full-covariance GMM
+// (estep_fullcov.cu: the posteriors computed once from stored scores).
 #if TCW
 #define TFC (16 * TCW)
 #define NTC (32 * TCW)

@@ -18,6 +18,9 @@ use crate::{Error, Result};
 pub const GMM_SOURCE: &str = include_str!("../../../kernels/gmm.cu");
 /// The FP16 E-step kernels, appended to [`GMM_SOURCE`] (they use its helpers).
 pub const ESTEP_F16_SOURCE: &str = include_str!("../../../kernels/estep_f16.cu");
+/// The full-covariance tensor-core E-step kernels, appended after [`ESTEP_F16_SOURCE`]
+/// (they use the FP16 helpers there and those of [`GMM_SOURCE`]).
+pub const ESTEP_FULL_SOURCE: &str = include_str!("../../../kernels/estep_fullcov.cu");
 
 /// The compile-time constants of one kernel specialisation (see the macros at
 /// the top of `kernels/gmm.cu`).
@@ -45,6 +48,10 @@ pub struct KernelShape {
     /// Whether the FP16 tensor-core E-step kernels (`kernels/estep_f16.cu`)
     /// are compiled: diagonal models with 2D <= 96 on tensor-core devices.
     pub e16: bool,
+    /// Whether the full-covariance tensor-core E-step kernels
+    /// (`kernels/estep_fullcov.cu`) are compiled: full covariances with
+    /// D <= 96 on tensor-core devices.
+    pub fc16: bool,
 }
 
 impl std::hash::Hash for KernelShape {
@@ -58,6 +65,7 @@ impl std::hash::Hash for KernelShape {
             self.tcw,
             self.kc,
             self.e16,
+            self.fc16,
         )
             .hash(h);
     }
@@ -120,6 +128,7 @@ impl KernelShape {
             tcw: 0,
             kc: 0,
             e16: false,
+            fc16: false,
         };
         shape.wres = shape.smem_stats() + kzv * gb * 4 <= SMEM_BUDGET;
         shape
@@ -132,17 +141,20 @@ impl KernelShape {
     /// for long z (full covariances from D = 18; 8 warps, chunks of 8
     /// k-steps). `tc` is the value of `AMTOOL_CUDA_TC` (read once by the
     /// engine): "0" keeps the FP32 kernels, "nof16" keeps the FP32
-    /// statistics kernels for one GMM (no FP16 E-step) but scores on the
-    /// tensor cores.
+    /// statistics kernels for one GMM (no FP16 E-step, diagonal or full)
+    /// but scores on the tensor cores.
     pub fn for_device(mut self, cc: (i32, i32), tc: &str) -> Self {
         self.tcw = 0;
         self.kc = 0;
         self.e16 = false;
+        self.fc16 = false;
         if tc == "0" || cc.0 < 8 {
             return self;
         }
         self.e16 =
             self.kind == CovKind::Diagonal && super::estep16::fits(self.dim) && tc != "nof16";
+        self.fc16 =
+            self.kind == CovKind::Full && super::estep_full::fits(self.dim) && tc != "nof16";
         for w in [8, 4, 2] {
             let s = KernelShape { tcw: w, ..self };
             if s.smem_tc() <= TC_SMEM_BUDGET {
@@ -238,9 +250,10 @@ impl KernelShape {
         );
         s.push_str(&format!("#define TKC {TC_CHUNK_STEPS}\n"));
         s.push_str(&format!(
-            "#define E16 {}\n#define KP {}\n",
+            "#define E16 {}\n#define KP {}\n#define FC16 {}\n",
             u8::from(self.e16),
-            super::estep16::kp(self.dim)
+            super::estep16::kp(self.dim),
+            u8::from(self.fc16)
         ));
         if self.kind == CovKind::Full {
             s.push_str("__device__ const unsigned short PAIRS[] = {");
@@ -349,7 +362,13 @@ pub fn cached_for(cc: (i32, i32)) -> bool {
 /// on an H100 when the driver's own cache misses) and without loading
 /// NVRTC at all.
 pub fn image_for(shape: &KernelShape, cc: (i32, i32)) -> Result<Ptx> {
-    let src = format!("{}{}{}", shape.prelude(), GMM_SOURCE, ESTEP_F16_SOURCE);
+    let src = format!(
+        "{}{}{}{}",
+        shape.prelude(),
+        GMM_SOURCE,
+        ESTEP_F16_SOURCE,
+        ESTEP_FULL_SOURCE
+    );
     let arch = format!("sm_{}{}", cc.0, cc.1);
     let path = image_path(&src, &arch);
     if let Some(bin) = path.as_ref().and_then(|p| std::fs::read(p).ok()) {
@@ -543,6 +562,16 @@ mod tests {
         assert!(f.tcw > 0 && f.kc == 0, "{f:?}");
         let f = KernelShape::for_model(18, CovKind::Full, 64).for_device((9, 0), "");
         assert!(f.tcw > 0 && f.kc > 0, "{f:?}");
+        // The full-covariance E-step: full covariances up to D = 96 on
+        // tensor-core devices, not with "nof16" (nor "0", nor before sm_80).
+        let fc = |d, kind, cc, tc| KernelShape::for_model(d, kind).for_device(cc, tc).fc16;
+        assert!(fc(40, CovKind::Full, (9, 0), ""));
+        assert!(fc(96, CovKind::Full, (8, 0), "") && !fc(97, CovKind::Full, (9, 0), ""));
+        assert!(!fc(40, CovKind::Diagonal, (9, 0), ""));
+        assert!(!fc(40, CovKind::Full, (9, 0), "nof16") && !fc(40, CovKind::Full, (9, 0), "0"));
+        assert!(!fc(40, CovKind::Full, (7, 5), ""));
+        let s = KernelShape::for_model(40, CovKind::Full).for_device((9, 0), "");
+        assert!(s.prelude().contains("#define FC16 1\n"));
         for d in 1..=80 {
             for kind in [CovKind::Diagonal, CovKind::Full] {
                 let s = KernelShape::for_model(d, kind, 64).for_device((9, 0), "");

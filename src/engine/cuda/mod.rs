@@ -16,6 +16,7 @@
 
 pub mod compile;
 pub mod estep16;
+pub mod estep_full;
 pub mod model;
 mod operands;
 mod pinned;
@@ -51,6 +52,8 @@ pub(crate) struct Kernels {
     pub merge_splits: Option<CudaFunction>,
     /// The FP16 E-step of one GMM (`shape.e16`).
     pub estep16: Option<Estep16Kernels>,
+    /// The tensor-core E-step of one full-covariance GMM (`shape.fc16`).
+    pub estep_full: Option<EstepFullKernels>,
     _module: Arc<CudaModule>,
 }
 
@@ -63,6 +66,17 @@ pub(crate) struct Estep16Kernels {
     pub reduce16: CudaFunction,
     pub smem_ll: usize,
     pub smem_st: usize,
+}
+
+/// The kernels of `kernels/estep_fullcov.cu` and their dynamic shared memory.
+pub(crate) struct EstepFullKernels {
+    pub wfrag: CudaFunction,
+    pub score: CudaFunction,
+    pub post: CudaFunction,
+    pub stats: CudaFunction,
+    pub reduce: CudaFunction,
+    pub smem_score: usize,
+    pub smem_stats: usize,
 }
 
 /// A CUDA device with its streams: one for kernels, one for host-to-device
@@ -289,6 +303,20 @@ impl CudaEngine {
             } else {
                 None
             },
+            estep_full: if shape.fc16 {
+                let (smem_score, smem_stats) = estep_full::smem(shape.dim);
+                Some(EstepFullKernels {
+                    wfrag: f("fc_wfrag")?,
+                    score: f("fc_score")?,
+                    post: f("fc_post")?,
+                    stats: f("fc_stats")?,
+                    reduce: f("fc_reduce")?,
+                    smem_score,
+                    smem_stats,
+                })
+            } else {
+                None
+            },
             _module: module.clone(),
         });
         use cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES as MAX_DYN;
@@ -303,6 +331,12 @@ impl CudaEngine {
         }
         if let Some(e) = &k.estep16 {
             for (func, bytes) in [(&e.gll16, e.smem_ll), (&e.gst16, e.smem_st)] {
+                func.set_attribute(MAX_DYN, bytes as i32)
+                    .map_err(driver_err("shared memory size"))?;
+            }
+        }
+        if let Some(e) = &k.estep_full {
+            for (func, bytes) in [(&e.score, e.smem_score), (&e.stats, e.smem_stats)] {
                 func.set_attribute(MAX_DYN, bytes as i32)
                     .map_err(driver_err("shared memory size"))?;
             }

@@ -34,6 +34,7 @@ use cudarc::driver::{
 
 use super::compile::KernelShape;
 use super::estep16::{self, Estep16};
+use super::estep_full::{self, EstepFull};
 use super::operands::to_fragments;
 use super::pinned::PinnedBuf;
 use super::plan::{self, PlanShape};
@@ -159,6 +160,12 @@ pub struct CudaModel<'e> {
     e16_chunks: usize,
     /// The fewest Gaussians for which global statistics take the FP16 E-step.
     e16_min_gaussians: usize,
+    /// State 0 laid out for the full-covariance tensor-core E-step.
+    efull: Option<EstepFull>,
+    /// Chunks of the current (or last) statistics call that took it.
+    efull_chunks: usize,
+    /// The fewest Gaussians for which global statistics take it.
+    efull_min_gaussians: usize,
 }
 
 /// Device statistics kept across deferred calls: the f64 accumulators, the
@@ -285,6 +292,9 @@ impl<'e> CudaModel<'e> {
             e16: None,
             e16_chunks: 0,
             e16_min_gaussians: estep16::MIN_GAUSSIANS,
+            efull: None,
+            efull_chunks: 0,
+            efull_min_gaussians: estep_full::MIN_GAUSSIANS,
         })
     }
 
@@ -303,6 +313,18 @@ impl<'e> CudaModel<'e> {
     /// [`estep16::MIN_GAUSSIANS`]; tests use 1 to cover small GMMs).
     pub fn set_fp16_estep_min_gaussians(&mut self, n: usize) {
         self.e16_min_gaussians = n;
+    }
+
+    /// Chunks of the last statistics call (all calls since the last settle,
+    /// for deferred ones) that took the full-covariance tensor-core E-step.
+    pub fn fullcov_estep_chunks(&self) -> usize {
+        self.efull_chunks
+    }
+
+    /// Take the full-covariance tensor-core E-step from `n` Gaussians on
+    /// (default [`estep_full::MIN_GAUSSIANS`]; tests use 1).
+    pub fn set_fullcov_estep_min_gaussians(&mut self, n: usize) {
+        self.efull_min_gaussians = n;
     }
 
     /// Registers, local memory (spills) and shared memory of each kernel, as
@@ -508,6 +530,31 @@ impl<'e> CudaModel<'e> {
             && self.state_ng[0] >= self.e16_min_gaussians
     }
 
+    /// Whether statistics for `targets` can take the full-covariance
+    /// tensor-core E-step (global statistics of a full-covariance model on a
+    /// device that has it).
+    fn efull_wanted(&self, targets: &FrameTargets<'_>) -> bool {
+        matches!(targets, FrameTargets::Global)
+            && self.k.estep_full.is_some()
+            && self.state_ng[0] >= self.efull_min_gaussians
+    }
+
+    fn ensure_efull(&mut self) -> Result<()> {
+        if self.efull.is_some() {
+            return Ok(());
+        }
+        let order = super::compile::scoring_z_order(self.model.dim, self.model.kind);
+        let rows: Vec<Vec<f32>> = (0..self.state_ng[0])
+            .map(|g| {
+                let mut r = vec![0f32; self.kz];
+                block_weights_row(&self.model, &order, 0, g, &mut r);
+                r
+            })
+            .collect();
+        self.efull = Some(EstepFull::new(&self.eng.stream, self.model.dim, &rows)?);
+        Ok(())
+    }
+
     fn ensure_e16(&mut self) -> Result<()> {
         if self.e16.is_some() {
             return Ok(());
@@ -650,6 +697,7 @@ impl<'e> CudaModel<'e> {
     fn begin_pending(&mut self) -> Result<Pending> {
         self.timers.clear();
         self.e16_chunks = 0;
+        self.efull_chunks = 0;
         Ok(Pending {
             acc64: self.begin_stats()?,
             total: self
@@ -706,6 +754,23 @@ impl<'e> CudaModel<'e> {
                 e16.chunk(self.eng, &self.k, feats, c1 - c0, exps, acc64, total)?;
                 ev.1.record(s).map_err(&e)?;
                 self.e16_chunks += 1;
+                return Ok(((c1 - c0) as f64, Some(ev)));
+            }
+        }
+        if let Some(xm) = xmax.filter(|_| self.efull_wanted(targets)) {
+            self.ensure_efull()?;
+            let ef = self
+                .efull
+                .as_mut()
+                .ok_or_else(|| Error::Engine("E-step layout missing".into()))?;
+            if let Some(exps) = ef.exponents(xm) {
+                let ev = (new_timing_event(self.eng)?, new_timing_event(self.eng)?);
+                let s = &self.eng.stream;
+                let e = driver_err("timing");
+                ev.0.record(s).map_err(&e)?;
+                ef.chunk(self.eng, &self.k, feats, c1 - c0, exps, acc64, total)?;
+                ev.1.record(s).map_err(&e)?;
+                self.efull_chunks += 1;
                 return Ok(((c1 - c0) as f64, Some(ev)));
             }
         }
@@ -985,6 +1050,7 @@ impl<'e> CudaModel<'e> {
         let d = feats.dim;
         for r in 0..=reps {
             self.e16_chunks = 0;
+            self.efull_chunks = 0;
             let fresh = ModelAccumulators::zeros(&self.model, acc.flags);
             let mut run_acc = fresh;
             let t0 = std::time::Instant::now();
@@ -993,8 +1059,7 @@ impl<'e> CudaModel<'e> {
             let mut weight = 0.0;
             for c0 in (0..feats.frames).step_by(CHUNK_FRAMES) {
                 let c1 = (c0 + CHUNK_FRAMES).min(feats.frames);
-                let xmax = self
-                    .e16_wanted(&targets)
+                let xmax = (self.e16_wanted(&targets) || self.efull_wanted(&targets))
                     .then(|| estep16::abs_max(&feats.data[c0 * d..c1 * d], d));
                 weight += self
                     .stats_chunk(
@@ -1378,14 +1443,18 @@ impl CudaModel<'_> {
         self.ensure_states()?;
         let d = feats.dim;
         // Two feature buffers, entries, and the partial sums of the items.
-        let want_max = self.e16_wanted(targets);
-        if want_max {
+        if self.e16_wanted(targets) {
             self.ensure_e16()?;
         }
+        if self.efull_wanted(targets) {
+            self.ensure_efull()?;
+        }
+        let want_max = self.e16_wanted(targets) || self.efull_wanted(targets);
         let per_frame = 8 * d
             + 12
             + (self.k.shape.gb * self.kz * 4 * self.state_ng.len().min(64)).div_ceil(ITEM_ENTRIES)
-            + self.e16.as_ref().map_or(0, |e| e.bytes_per_frame());
+            + self.e16.as_ref().map_or(0, |e| e.bytes_per_frame())
+            + self.efull.as_ref().map_or(0, |e| e.bytes_per_frame());
         let nf = self.chunk_frames(feats.frames, per_frame)?;
         self.ensure_streaming(nf)?;
         for (ci, c0) in (0..feats.frames).step_by(nf).enumerate() {
