@@ -564,13 +564,13 @@ mod tests {
         assert!(f.tcw > 0 && f.kc > 0, "{f:?}");
         // The full-covariance E-step: full covariances up to D = 96 on
         // tensor-core devices, not with "nof16" (nor "0", nor before sm_80).
-        let fc = |d, kind, cc, tc| KernelShape::for_model(d, kind).for_device(cc, tc).fc16;
+        let fc = |d, kind, cc, tc| KernelShape::for_model(d, kind, 64).for_device(cc, tc).fc16;
         assert!(fc(40, CovKind::Full, (9, 0), ""));
         assert!(fc(96, CovKind::Full, (8, 0), "") && !fc(97, CovKind::Full, (9, 0), ""));
         assert!(!fc(40, CovKind::Diagonal, (9, 0), ""));
         assert!(!fc(40, CovKind::Full, (9, 0), "nof16") && !fc(40, CovKind::Full, (9, 0), "0"));
         assert!(!fc(40, CovKind::Full, (7, 5), ""));
-        let s = KernelShape::for_model(40, CovKind::Full).for_device((9, 0), "");
+        let s = KernelShape::for_model(40, CovKind::Full, 64).for_device((9, 0), "");
         assert!(s.prelude().contains("#define FC16 1\n"));
         for d in 1..=80 {
             for kind in [CovKind::Diagonal, CovKind::Full] {
