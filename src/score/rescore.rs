@@ -185,18 +185,10 @@ pub fn apply(
         let row = &loglikes[t * num_pdfs..(t + 1) * num_pdfs];
         for &(s, arc, tid) in entries {
             let ll = row[id2pdf[tid as usize] as usize];
+            // Kaldi: SetValue2(-log_like + Value2()), one float add.
             match arc {
-                None => {
-                    // Kaldi: SetValue2(-log_like + Value2()), one float add.
-                    let mut w = clat.states[s].final_weight.clone();
-                    w.weight.acoustic += -ll;
-                    clat.set_final(s as i32, w);
-                }
-                Some(i) => {
-                    let mut a = clat.states[s].arcs[i].clone();
-                    a.weight.weight.acoustic += -ll;
-                    clat.set_arc(s, i, a);
-                }
+                None => clat.update_final(s, |w| w.weight.acoustic += -ll),
+                Some(i) => clat.update_arc(s, i, |a| a.weight.weight.acoustic += -ll),
             }
         }
     }

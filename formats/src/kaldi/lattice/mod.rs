@@ -147,6 +147,24 @@ impl<W: FstWeight> Fst<W> {
         self.states[s].arcs[i] = arc;
     }
 
+    /// [`set_arc`](Self::set_arc) of arc `i` of state `s` changed in place
+    /// by `f` (no copy of the arc and its label strings).
+    pub fn update_arc(&mut self, s: usize, i: usize, f: impl FnOnce(&mut Arc<W>)) {
+        let arc = &mut self.states[s].arcs[i];
+        let old = info(arc);
+        f(arc);
+        self.properties = props::set_arc(self.properties, old, info(arc));
+    }
+
+    /// [`set_final`](Self::set_final) of state `s` with its final weight
+    /// changed in place by `f`.
+    pub fn update_final(&mut self, s: usize, f: impl FnOnce(&mut W)) {
+        let st = &mut self.states[s];
+        let was = st.final_weight.is_weighted();
+        f(&mut st.final_weight);
+        self.properties = props::set_final(self.properties, was, st.final_weight.is_weighted());
+    }
+
     /// Every arc goes to a higher-numbered state (OpenFst's `kTopSorted`).
     pub fn is_top_sorted(&self) -> bool {
         self.states
