@@ -660,6 +660,11 @@ impl<'e> CudaModel<'e> {
         acc64: &mut CudaSlice<f64>,
         total: &mut CudaSlice<f64>,
     ) -> Result<(f64, Option<(CudaEvent, CudaEvent)>)> {
+        if let FrameTargets::Selected(_) = targets {
+            return Err(Error::Engine(
+                "Gaussian selection is not implemented on the CUDA engine yet".into(),
+            ));
+        }
         if let Some(xm) = xmax.filter(|_| self.e16_wanted(targets)) {
             self.ensure_e16()?;
             let e16 = self
@@ -916,7 +921,7 @@ impl<'e> CudaModel<'e> {
     ) -> Result<f64> {
         check_dim("statistics", feats.dim, self.model.dim)?;
         self.check_acc(acc)?;
-        plan::validate(&targets, feats.frames, self.state_ng.len())?;
+        plan::validate(&targets, feats.frames, &self.state_ng)?;
         self.ensure_states()?;
         let s = self.eng.stream.clone();
         let e = driver_err("timing accumulate");
@@ -1229,7 +1234,7 @@ impl CudaModel<'_> {
     ) -> Result<Option<f64>> {
         check_dim("statistics", feats.dim, self.model.dim)?;
         self.check_acc(acc)?;
-        plan::validate(&targets, feats.frames, self.state_ng.len())?;
+        plan::validate(&targets, feats.frames, &self.state_ng)?;
         if feats.frames == 0 {
             return Ok(Some(0.0));
         }
