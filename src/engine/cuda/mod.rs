@@ -16,6 +16,8 @@
 
 pub mod compile;
 pub mod estep16;
+pub mod gselect;
+pub mod gselect_plan;
 pub mod model;
 mod operands;
 mod pinned;
@@ -51,6 +53,7 @@ pub(crate) struct Kernels {
     pub merge_splits: Option<CudaFunction>,
     /// The FP16 E-step of one GMM (`shape.e16`).
     pub estep16: Option<Estep16Kernels>,
+    pub gselect: gselect::GselectKernels,
     _module: Arc<CudaModule>,
 }
 
@@ -240,6 +243,7 @@ impl CudaEngine {
             } else {
                 None
             },
+            gselect: gselect::GselectKernels::load(&f, shape.dim, shape.kind)?,
             _module: module.clone(),
         });
         use cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES as MAX_DYN;

@@ -29,6 +29,7 @@ use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, CudaView, LaunchConfig, P
 
 use super::compile::KernelShape;
 use super::estep16::{self, Estep16};
+use super::gselect::Gselect;
 use super::operands::to_fragments;
 use super::pinned::PinnedBuf;
 use super::plan::{self, PlanShape};
@@ -150,6 +151,8 @@ pub struct CudaModel<'e> {
     e16_chunks: usize,
     /// The fewest Gaussians for which global statistics take the FP16 E-step.
     e16_min_gaussians: usize,
+    /// State 0 laid out for Gaussian selection.
+    gsel: Option<Gselect>,
 }
 
 /// Device statistics kept across deferred calls: the f64 accumulators, the
@@ -273,6 +276,7 @@ impl<'e> CudaModel<'e> {
             e16: None,
             e16_chunks: 0,
             e16_min_gaussians: estep16::MIN_GAUSSIANS,
+            gsel: None,
         })
     }
 
@@ -660,10 +664,8 @@ impl<'e> CudaModel<'e> {
         acc64: &mut CudaSlice<f64>,
         total: &mut CudaSlice<f64>,
     ) -> Result<(f64, Option<(CudaEvent, CudaEvent)>)> {
-        if let FrameTargets::Selected(_) = targets {
-            return Err(Error::Engine(
-                "Gaussian selection is not implemented on the CUDA engine yet".into(),
-            ));
+        if let FrameTargets::Selected(sel) = targets {
+            return self.selected_chunk(feats, sel, c0, c1, acc64, total);
         }
         if let Some(xm) = xmax.filter(|_| self.e16_wanted(targets)) {
             self.ensure_e16()?;
@@ -806,6 +808,37 @@ impl<'e> CudaModel<'e> {
         }
         ev.1.record(s).map_err(&e)?;
         Ok((p.total_weight, Some(ev)))
+    }
+
+    /// [`Self::stats_chunk`] of a Gaussian selection: the host plan and its
+    /// upload, then the kernels between the timing events.
+    #[allow(clippy::too_many_arguments)]
+    fn selected_chunk(
+        &mut self,
+        feats: &CudaView<'_, f32>,
+        sel: &crate::engine::Selection<'_>,
+        c0: usize,
+        c1: usize,
+        acc64: &mut CudaSlice<f64>,
+        total: &mut CudaSlice<f64>,
+    ) -> Result<(f64, Option<(CudaEvent, CudaEvent)>)> {
+        if self.gsel.is_none() {
+            self.gsel = Some(Gselect::new(&self.eng.stream, &self.model)?);
+        }
+        let gs = self
+            .gsel
+            .as_ref()
+            .ok_or_else(|| Error::Engine("Gaussian selection layout missing".into()))?;
+        let s = &self.eng.stream;
+        let Some(mut work) = gs.upload(s, sel, c0, c1)? else {
+            return Ok((0.0, None));
+        };
+        let ev = (new_timing_event(self.eng)?, new_timing_event(self.eng)?);
+        let e = driver_err("timing");
+        ev.0.record(s).map_err(&e)?;
+        gs.launch(self.eng, &self.k, feats, &mut work, acc64, total)?;
+        ev.1.record(s).map_err(&e)?;
+        Ok((work.weight(), Some(ev)))
     }
 
     /// Download the device accumulators and add them into `acc`.
@@ -1280,7 +1313,14 @@ impl CudaModel<'_> {
         let per_frame = 8 * d
             + 12
             + (self.k.shape.gb * self.kz * 4 * self.state_ng.len().min(64)).div_ceil(ITEM_ENTRIES)
-            + self.e16.as_ref().map_or(0, |e| e.bytes_per_frame());
+            + self.e16.as_ref().map_or(0, |e| e.bytes_per_frame())
+            + match targets {
+                FrameTargets::Selected(sel) => {
+                    let pairs = sel.components.len() as f64 / feats.frames.max(1) as f64;
+                    Gselect::bytes_per_frame(pairs, self.kz)
+                }
+                _ => 0,
+            };
         let nf = self.chunk_frames(feats.frames, per_frame)?;
         self.ensure_streaming(nf)?;
         for (ci, c0) in (0..feats.frames).step_by(nf).enumerate() {
