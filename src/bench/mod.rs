@@ -15,6 +15,7 @@
 
 pub mod align;
 pub mod e2e;
+pub mod gselect;
 pub mod json;
 pub mod lattice;
 pub mod random;
@@ -32,7 +33,7 @@ use json::Json;
 use random::Rng;
 
 /// The cases, in the README's order.
-pub const CASES: [&str; 10] = [
+pub const CASES: [&str; 11] = [
     "estep_seed000",
     "score_seed002",
     "score_seed002_var",
@@ -41,6 +42,7 @@ pub const CASES: [&str; 10] = [
     "acc_stats_ark",
     "score_ark",
     "estep_fullcov",
+    "estep_fullcov_gselect",
     "score_lattice",
     "align_ark",
 ];
@@ -97,6 +99,7 @@ pub fn run_case(
         "acc_stats_ark" => e2e::acc_stats_ark(engine, cfg, emit),
         "score_ark" => e2e::score_ark(engine, cfg, emit),
         "estep_fullcov" => estep_kind(engine, cfg, CovKind::Full, emit),
+        "estep_fullcov_gselect" => gselect::estep_fullcov_gselect(engine, cfg, emit),
         "score_lattice" => lattice::score_lattice(engine, cfg, emit),
         "align_ark" => align::align_ark(engine, cfg, emit),
         "read_ark" | "read_ark_compressed" => read::run(name, cfg, emit),
@@ -529,8 +532,9 @@ mod tests {
             reps: 1,
             ..BenchConfig::default()
         };
-        let keys: [(&str, &[&str]); 5] = [
+        let keys: [(&str, &[&str]); 6] = [
             ("estep_seed000", &["T", "D", "M"]),
+            ("estep_fullcov_gselect", &["T", "D", "M", "selected"]),
             (
                 "score_seed002",
                 &[
