@@ -33,6 +33,24 @@
 // terms meet before they are added to the rest, the last dimension first,
 // the gconst last (the CPU engine's order of the terms by dimension).
 
+// acc[i][c] += a_i · b_c: the outer product of two float4, fused.
+__device__ __forceinline__ void outer4(float (&acc)[4][4], const float4& a, const float4& b) {
+    const float aa[4] = {a.x, a.y, a.z, a.w};
+    const float bb[4] = {b.x, b.y, b.z, b.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) acc[i][c] = fmaf(aa[i], bb[c], acc[i][c]);
+}
+
+template <class T>
+__device__ __forceinline__ void zero44(T (&a)[4][4]) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) a[i][c] = T(0);
+}
+
 // Per item: the log-likelihood of each entry into val. Full covariances as
 // a small GEMM per sub-tile, Y = X·A over GS_TE entries: thread (tx, ty)
 // owns entries 4ty.. and columns 4tx.., with x k-major in xs and A's rows in
@@ -65,10 +83,7 @@ extern "C" __global__ void __launch_bounds__(GS_NTL) gsel_loglike(
             xs[j * GS_XS + e] = e < n ? feats[(u64)frame_of[e0 + e] * D + j] : 0.0f;
         }
         float acc[4][4];
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-#pragma unroll
-            for (int c = 0; c < 4; ++c) acc[i][c] = 0.0f;
+        zero44(acc);
         for (int j0 = 0; j0 < D; j0 += GS_JC) {
             const int rows = imin(GS_JC, D - j0);
             // One chunk of A stays for every sub-tile; several are reloaded.
@@ -80,16 +95,9 @@ extern "C" __global__ void __launch_bounds__(GS_NTL) gsel_loglike(
             }
             __syncthreads();
 #pragma unroll 4
-            for (int jj = 0; jj < rows; ++jj) {
-                const float4 xv = *reinterpret_cast<const float4*>(xs + (j0 + jj) * GS_XS + ty * 4);
-                const float4 av = *reinterpret_cast<const float4*>(as + jj * GS_DP + tx * 4);
-                const float xx[4] = {xv.x, xv.y, xv.z, xv.w};
-                const float aa[4] = {av.x, av.y, av.z, av.w};
-#pragma unroll
-                for (int i = 0; i < 4; ++i)
-#pragma unroll
-                    for (int c = 0; c < 4; ++c) acc[i][c] = fmaf(xx[i], aa[c], acc[i][c]);
-            }
+            for (int jj = 0; jj < rows; ++jj)
+                outer4(acc, *reinterpret_cast<const float4*>(xs + (j0 + jj) * GS_XS + ty * 4),
+                       *reinterpret_cast<const float4*>(as + jj * GS_DP + tx * 4));
         }
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
@@ -190,10 +198,7 @@ extern "C" __global__ void __launch_bounds__(GS_NTS) gsel_stats(
         while ((bi + 1) * (bi + 2) / 2 <= tile) ++bi;
         const int bj = tile - bi * (bi + 1) / 2;
         double s64[4][4];
-#pragma unroll
-        for (int r = 0; r < 4; ++r)
-#pragma unroll
-            for (int c = 0; c < 4; ++c) s64[r][c] = 0.0;
+        zero44(s64);
         for (int sub = 0; sub < it.count; sub += GS_TE) {
             const int n = imin(GS_TE, it.count - sub), e0 = it.first + sub;
             __syncthreads(); // the last sub-tile is done with fr, gm, xt and ut
@@ -212,20 +217,10 @@ extern "C" __global__ void __launch_bounds__(GS_NTS) gsel_stats(
             __syncthreads();
             if (mine) {
                 float s[4][4];
-#pragma unroll
-                for (int r = 0; r < 4; ++r)
-#pragma unroll
-                    for (int c = 0; c < 4; ++c) s[r][c] = 0.0f;
-                for (int e = 0; e < n; ++e) {
-                    const float4 u = *reinterpret_cast<const float4*>(ut + e * GS_DA + bi * 4);
-                    const float4 x = *reinterpret_cast<const float4*>(xt + e * GS_DA + bj * 4);
-                    const float uu[4] = {u.x, u.y, u.z, u.w};
-                    const float xx[4] = {x.x, x.y, x.z, x.w};
-#pragma unroll
-                    for (int r = 0; r < 4; ++r)
-#pragma unroll
-                        for (int c = 0; c < 4; ++c) s[r][c] = fmaf(uu[r], xx[c], s[r][c]);
-                }
+                zero44(s);
+                for (int e = 0; e < n; ++e)
+                    outer4(s, *reinterpret_cast<const float4*>(ut + e * GS_DA + bi * 4),
+                           *reinterpret_cast<const float4*>(xt + e * GS_DA + bj * 4));
 #pragma unroll
                 for (int r = 0; r < 4; ++r)
 #pragma unroll

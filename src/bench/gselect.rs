@@ -8,7 +8,9 @@
 
 use super::json::Json;
 use super::random::{self, Rng};
-use super::{acc_errs, check_frames, k_of, report_errs, time_median, BenchConfig};
+use super::{
+    acc_errs, check_frames, estep_line, estep_ops, k_of, report_errs, time_median, BenchConfig,
+};
 use crate::engine::{reference, Engine, FrameBatch, FrameTargets, Selection};
 use crate::model::CovKind;
 use crate::stats::{ModelAccumulators, UpdateFlags};
@@ -46,29 +48,19 @@ pub fn estep_fullcov_gselect(
         lm.accumulate(feats, targets(t), &mut acc)?;
         Ok(lm.last_kernel_seconds())
     })?;
-    let secs = timing.seconds();
     let check = check_frames(cfg, t, n, k_of(d, kind));
     let sub = FrameBatch::new(&data[..check * d], d);
     let mut out = ModelAccumulators::zeros(&model, UpdateFlags::default());
     lm.accumulate(sub, targets(check), &mut out)?;
     let r = reference::accumulate(&model, sub, targets(check), UpdateFlags::default());
     let err = report_errs(case, &acc_errs(&out, &r));
-    let ops = (4 * k_of(d, kind) + 23) as f64 * comps.len() as f64;
-    emit(
-        &timing
-            .keys(
-                Json::new()
-                    .str("case", case)
-                    .int("T", t)
-                    .int("D", d)
-                    .int("M", m)
-                    .int("selected", n),
-            )
-            .num("gflops_paper_count", ops / secs / 1e9)
-            .num("frames_per_second", t as f64 / secs)
-            .num("rel_err_vs_f64", err)
-            .str("engine", engine.name())
-            .str("device", &engine.device()),
-    );
+    let ops = estep_ops(d, kind) * comps.len() as f64;
+    let shape = Json::new()
+        .str("case", case)
+        .int("T", t)
+        .int("D", d)
+        .int("M", m)
+        .int("selected", n);
+    emit(&estep_line(engine, &timing, shape, ops, t, err));
     Ok(())
 }

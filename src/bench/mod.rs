@@ -284,34 +284,49 @@ fn estep_kind(
             accumulate_once(lm.as_mut(), &model, feats, FrameTargets::Global)?;
             Ok(lm.last_kernel_seconds())
         })?;
-        let secs = timing.seconds();
         let n = check_frames(cfg, t, m, 2 * d);
         let sub = FrameBatch::new(&data[..n * d], d);
         let out = accumulate_once(lm.as_mut(), &model, sub, FrameTargets::Global)?;
         let r = reference::accumulate(&model, sub, FrameTargets::Global, UpdateFlags::default());
         let err = report_errs(case, &acc_errs(&out, &r));
-        let per = match kind {
-            CovKind::Diagonal => 8 * d + 23,
-            CovKind::Full => 4 * k_of(d, kind) + 23,
-        };
-        let ops = per as f64 * t as f64 * m as f64;
-        emit(
-            &timing
-                .keys(
-                    Json::new()
-                        .str("case", case)
-                        .int("T", t)
-                        .int("D", d)
-                        .int("M", m),
-                )
-                .num("gflops_paper_count", ops / secs / 1e9)
-                .num("frames_per_second", t as f64 / secs)
-                .num("rel_err_vs_f64", err)
-                .str("engine", engine.name())
-                .str("device", &engine.device()),
-        );
+        let ops = estep_ops(d, kind) * t as f64 * m as f64;
+        let shape = Json::new()
+            .str("case", case)
+            .int("T", t)
+            .int("D", d)
+            .int("M", m);
+        emit(&estep_line(engine, &timing, shape, ops, t, err));
     }
     Ok(())
+}
+
+/// The paper's operation count of one (frame, Gaussian) of an E-step:
+/// 8D + 23 diagonal, 4K + 23 full (K = D + D(D+1)/2).
+fn estep_ops(d: usize, kind: CovKind) -> f64 {
+    match kind {
+        CovKind::Diagonal => (8 * d + 23) as f64,
+        CovKind::Full => (4 * k_of(d, kind) + 23) as f64,
+    }
+}
+
+/// An E-step case's line: its `shape` keys, the timing, and the rates of
+/// `ops` operations over `t` frames, the error and the engine.
+fn estep_line(
+    engine: &dyn Engine,
+    timing: &Timing,
+    shape: Json,
+    ops: f64,
+    t: usize,
+    err: f64,
+) -> Json {
+    let secs = timing.seconds();
+    timing
+        .keys(shape)
+        .num("gflops_paper_count", ops / secs / 1e9)
+        .num("frames_per_second", t as f64 / secs)
+        .num("rel_err_vs_f64", err)
+        .str("engine", engine.name())
+        .str("device", &engine.device())
 }
 
 /// State log-likelihoods of `feats` in windows of `window` frames.

@@ -536,9 +536,7 @@ impl<'e> GlobalAccStats<'e> {
         } else {
             Mode::Global
         };
-        self.like +=
-            self.batch
-                .prepare(mode, rows, self.dim, self.loaded.as_mut(), &mut self.accs)?;
+        self.make_room(mode, rows)?;
         let weight = match weights {
             None => rows as f64,
             Some(w) => {
@@ -566,6 +564,15 @@ impl<'e> GlobalAccStats<'e> {
         Ok(std::mem::take(&mut self.like) + l)
     }
 
+    /// [`Batch::prepare`] for an utterance of `rows` frames (the likelihood
+    /// of a batch it sends counted).
+    fn make_room(&mut self, mode: Mode, rows: usize) -> Result<()> {
+        self.like +=
+            self.batch
+                .prepare(mode, rows, self.dim, self.loaded.as_mut(), &mut self.accs)?;
+        Ok(())
+    }
+
     /// Queue an utterance with its Gaussian selection (`gselect[t]`: the
     /// components of frame t, checked here so errors name the utterance).
     fn add_selected(
@@ -578,13 +585,7 @@ impl<'e> GlobalAccStats<'e> {
     ) -> Result<UttOutcome> {
         check_len(key, &feats, rows, self.dim)?;
         check_selection(key, gselect, self.num_comp)?;
-        self.like += self.batch.prepare(
-            Mode::Selected,
-            rows,
-            self.dim,
-            self.loaded.as_mut(),
-            &mut self.accs,
-        )?;
+        self.make_room(Mode::Selected, rows)?;
         let b = &mut self.batch;
         for (t, sel) in gselect.iter().enumerate() {
             b.components.extend(sel.iter().map(|&g| g as u32));
