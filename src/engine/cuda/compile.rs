@@ -345,13 +345,7 @@ pub fn cached_for(cc: (i32, i32)) -> bool {
 /// on an H100 when the driver's own cache misses) and without loading
 /// NVRTC at all.
 pub fn image_for(shape: &KernelShape, cc: (i32, i32)) -> Result<Ptx> {
-    let src = format!(
-        "{}{}{}{}",
-        shape.prelude(),
-        GMM_SOURCE,
-        ESTEP_F16_SOURCE,
-        super::gselect::GSELECT_SOURCE
-    );
+    let src = source_for(shape);
     let arch = format!("sm_{}{}", cc.0, cc.1);
     let path = image_path(&src, &arch);
     if let Some(bin) = path.as_ref().and_then(|p| std::fs::read(p).ok()) {
@@ -365,6 +359,18 @@ pub fn image_for(shape: &KernelShape, cc: (i32, i32)) -> Result<Ptx> {
         store(p, &bin);
     }
     Ok(Ptx::from_binary(bin))
+}
+
+/// The whole kernel source of one shape: its `#define`s, then the kernel
+/// files.
+fn source_for(shape: &KernelShape) -> String {
+    format!(
+        "{}{}{}{}",
+        shape.prelude(),
+        GMM_SOURCE,
+        ESTEP_F16_SOURCE,
+        super::gselect::GSELECT_SOURCE
+    )
 }
 
 /// NVRTC: `src` to a CUBIN for `arch` (`sm_XY`).
@@ -464,13 +470,7 @@ mod tests {
             (200, CovKind::Diagonal, (9, 0), ""),
         ] {
             let shape = KernelShape::for_model(d, kind).for_device(cc, tc);
-            let src = format!(
-                "{}{}{}{}",
-                shape.prelude(),
-                GMM_SOURCE,
-                ESTEP_F16_SOURCE,
-                super::super::gselect::GSELECT_SOURCE
-            );
+            let src = source_for(&shape);
             let arch = format!("sm_{}{}", cc.0, cc.1);
             let t = std::time::Instant::now();
             let bin = compile_cubin(&src, &arch).unwrap_or_else(|e| panic!("{shape:?}: {e}"));
