@@ -1,7 +1,8 @@
 //! The CPU engine against the naive f64 reference (`engine::reference`) on
 //! random models: 1–100 Gaussians per state, dimensions 1–80 (diagonal) and
 //! 1–40 (full) including non-multiples of 4 and 8, frame counts that leave
-//! partial 6-frame tiles and partial 128-frame chunks; all three target kinds;
+//! partial 6-frame tiles and partial 128-frame chunks; all four target kinds
+//! (Gaussian selection in state 0: 1–5 components a frame, weights with zeros);
 //! one thread against two (bit-identical), and against two and three over
 //! many chunks and groups of chunks.
 //!
@@ -25,7 +26,7 @@
 
 use amtool::bench::random::{self, Rng};
 use amtool::engine::cpu::CpuEngine;
-use amtool::engine::{reference, Engine, FrameBatch, FrameTargets};
+use amtool::engine::{reference, Engine, FrameBatch, FrameTargets, Selection};
 use amtool::model::{AcousticModel, CovKind};
 use amtool::stats::{ModelAccumulators, UpdateFlags};
 use proptest::prelude::*;
@@ -47,6 +48,40 @@ fn targets_for(rng: &mut Rng, ns: usize, frames: usize) -> (Vec<u32>, Vec<usize>
         offsets.push(pairs.len());
     }
     (ali, offsets, pairs)
+}
+
+/// A Gaussian selection among the `m` components of state 0: 1–5 a frame
+/// (repeats allowed), weights 0, 0.5, 1 or 2.25.
+struct RandomSelection {
+    offsets: Vec<usize>,
+    components: Vec<u32>,
+    weights: Vec<f32>,
+}
+
+impl RandomSelection {
+    fn new(rng: &mut Rng, m: usize, frames: usize) -> Self {
+        let mut s = RandomSelection {
+            offsets: vec![0],
+            components: Vec::new(),
+            weights: Vec::new(),
+        };
+        for _ in 0..frames {
+            for _ in 0..rng.int(1, 5) {
+                s.components.push(rng.int(0, m - 1) as u32);
+            }
+            s.offsets.push(s.components.len());
+            s.weights.push([0.0, 0.5, 1.0, 2.25][rng.int(0, 3)]);
+        }
+        s
+    }
+
+    fn targets(&self) -> FrameTargets<'_> {
+        FrameTargets::Selected(Selection {
+            offsets: &self.offsets,
+            components: &self.components,
+            weights: Some(&self.weights),
+        })
+    }
 }
 
 fn run(
@@ -93,6 +128,7 @@ fn check(
     let data = random::features(&mut rng, frames, dim);
     let feats = FrameBatch::new(&data, dim);
     let (ali, offsets, pairs) = targets_for(&mut rng, counts.len(), frames);
+    let sel = RandomSelection::new(&mut rng, counts[0], frames);
     let targets = [
         FrameTargets::Global,
         FrameTargets::Aligned(&ali),
@@ -100,6 +136,7 @@ fn check(
             offsets: &offsets,
             pairs: &pairs,
         },
+        sel.targets(),
     ];
     let one = run(&CpuEngine::new(1).unwrap(), &model, feats, &targets);
     let two = run(&CpuEngine::new(2).unwrap(), &model, feats, &targets);
@@ -166,8 +203,9 @@ proptest! {
 
 /// Many chunks: 41 chunks of 128 frames in 6 groups of 8 (the last partial),
 /// so 1 thread runs 6 waves of one group, 2 threads 2 waves of four groups, 3
-/// threads one of six; bit for bit the same, for both covariance kinds and
-/// all three target kinds; and the statistics still within the property
+/// threads one of six (Gaussian selection: blocks of scoring tasks and of
+/// components); bit for bit the same, for both covariance kinds and
+/// all four target kinds; and the statistics still within the property
 /// tests' 1e-4 of the f64 reference.
 #[test]
 fn many_chunks_are_bit_identical_across_thread_counts() {
@@ -178,6 +216,7 @@ fn many_chunks_are_bit_identical_across_thread_counts() {
         let data = random::features(&mut rng, frames, dim);
         let feats = FrameBatch::new(&data, dim);
         let (ali, offsets, pairs) = targets_for(&mut rng, 3, frames);
+        let sel = RandomSelection::new(&mut rng, 37, frames);
         let targets = [
             FrameTargets::Global,
             FrameTargets::Aligned(&ali),
@@ -185,6 +224,7 @@ fn many_chunks_are_bit_identical_across_thread_counts() {
                 offsets: &offsets,
                 pairs: &pairs,
             },
+            sel.targets(),
         ];
         let one = run(&CpuEngine::new(1).unwrap(), &model, feats, &targets);
         for (i, &t) in targets.iter().enumerate() {
@@ -229,6 +269,31 @@ fn mismatched_inputs_are_errors_not_panics() {
         pairs: &[(0, 1.0), (1, 1.0)],
     };
     assert!(lm.accumulate(feats, bad, &mut acc).is_err());
+    // Gaussian selection: an empty frame, a component state 0 lacks, too few
+    // weights; each error names the frame.
+    for (offsets, components, weights, what) in [
+        (
+            &[0usize, 1, 1, 2, 3][..],
+            &[0u32, 1, 0][..],
+            None,
+            "frame 1",
+        ),
+        (&[0, 1, 2, 3, 4], &[0, 1, 2, 0], None, "frame 2"),
+        (
+            &[0, 1, 2, 3, 4],
+            &[0, 1, 1, 0],
+            Some(&[1.0f32, 1.0][..]),
+            "2 weights",
+        ),
+    ] {
+        let sel = FrameTargets::Selected(Selection {
+            offsets,
+            components,
+            weights,
+        });
+        let e = lm.accumulate(feats, sel, &mut acc).unwrap_err().to_string();
+        assert!(e.contains(what), "{e}");
+    }
     assert_eq!(
         acc,
         ModelAccumulators::zeros(&model, UpdateFlags::default())

@@ -15,6 +15,7 @@
 
 pub mod align;
 pub mod e2e;
+pub mod gselect;
 pub mod json;
 pub mod lattice;
 pub mod random;
@@ -32,7 +33,7 @@ use json::Json;
 use random::Rng;
 
 /// The cases, in the README's order.
-pub const CASES: [&str; 10] = [
+pub const CASES: [&str; 11] = [
     "estep_seed000",
     "score_seed002",
     "score_seed002_var",
@@ -41,6 +42,7 @@ pub const CASES: [&str; 10] = [
     "acc_stats_ark",
     "score_ark",
     "estep_fullcov",
+    "estep_fullcov_gselect",
     "score_lattice",
     "align_ark",
 ];
@@ -97,6 +99,7 @@ pub fn run_case(
         "acc_stats_ark" => e2e::acc_stats_ark(engine, cfg, emit),
         "score_ark" => e2e::score_ark(engine, cfg, emit),
         "estep_fullcov" => estep_kind(engine, cfg, CovKind::Full, emit),
+        "estep_fullcov_gselect" => gselect::estep_fullcov_gselect(engine, cfg, emit),
         "score_lattice" => lattice::score_lattice(engine, cfg, emit),
         "align_ark" => align::align_ark(engine, cfg, emit),
         "read_ark" | "read_ark_compressed" => read::run(name, cfg, emit),
@@ -281,34 +284,49 @@ fn estep_kind(
             accumulate_once(lm.as_mut(), &model, feats, FrameTargets::Global)?;
             Ok(lm.last_kernel_seconds())
         })?;
-        let secs = timing.seconds();
         let n = check_frames(cfg, t, m, 2 * d);
         let sub = FrameBatch::new(&data[..n * d], d);
         let out = accumulate_once(lm.as_mut(), &model, sub, FrameTargets::Global)?;
         let r = reference::accumulate(&model, sub, FrameTargets::Global, UpdateFlags::default());
         let err = report_errs(case, &acc_errs(&out, &r));
-        let per = match kind {
-            CovKind::Diagonal => 8 * d + 23,
-            CovKind::Full => 4 * k_of(d, kind) + 23,
-        };
-        let ops = per as f64 * t as f64 * m as f64;
-        emit(
-            &timing
-                .keys(
-                    Json::new()
-                        .str("case", case)
-                        .int("T", t)
-                        .int("D", d)
-                        .int("M", m),
-                )
-                .num("gflops_paper_count", ops / secs / 1e9)
-                .num("frames_per_second", t as f64 / secs)
-                .num("rel_err_vs_f64", err)
-                .str("engine", engine.name())
-                .str("device", &engine.device()),
-        );
+        let ops = estep_ops(d, kind) * t as f64 * m as f64;
+        let shape = Json::new()
+            .str("case", case)
+            .int("T", t)
+            .int("D", d)
+            .int("M", m);
+        emit(&estep_line(engine, &timing, shape, ops, t, err));
     }
     Ok(())
+}
+
+/// The paper's operation count of one (frame, Gaussian) of an E-step:
+/// 8D + 23 diagonal, 4K + 23 full (K = D + D(D+1)/2).
+fn estep_ops(d: usize, kind: CovKind) -> f64 {
+    match kind {
+        CovKind::Diagonal => (8 * d + 23) as f64,
+        CovKind::Full => (4 * k_of(d, kind) + 23) as f64,
+    }
+}
+
+/// An E-step case's line: its `shape` keys, the timing, and the rates of
+/// `ops` operations over `t` frames, the error and the engine.
+fn estep_line(
+    engine: &dyn Engine,
+    timing: &Timing,
+    shape: Json,
+    ops: f64,
+    t: usize,
+    err: f64,
+) -> Json {
+    let secs = timing.seconds();
+    timing
+        .keys(shape)
+        .num("gflops_paper_count", ops / secs / 1e9)
+        .num("frames_per_second", t as f64 / secs)
+        .num("rel_err_vs_f64", err)
+        .str("engine", engine.name())
+        .str("device", &engine.device())
 }
 
 /// State log-likelihoods of `feats` in windows of `window` frames.
@@ -529,8 +547,9 @@ mod tests {
             reps: 1,
             ..BenchConfig::default()
         };
-        let keys: [(&str, &[&str]); 5] = [
+        let keys: [(&str, &[&str]); 6] = [
             ("estep_seed000", &["T", "D", "M"]),
+            ("estep_fullcov_gselect", &["T", "D", "M", "selected"]),
             (
                 "score_seed002",
                 &[

@@ -187,3 +187,120 @@ pub fn skewed_counts(rng: &mut Rng, states: usize, mean: f64, max: usize) -> Vec
         })
         .collect()
 }
+
+/// Frames and their Gaussian selections (`n` components a frame) as a UBM
+/// of an i-vector recipe sees them, made cheaply: frames come in runs of
+/// 1–20 (as speech dwells in a sound) around a centre component drawn by
+/// weight; a frame is the centre's mean + N(0, 1) in each dimension; its
+/// selection is the `n` components whose means are nearest the frame
+/// (Euclidean, best first) among the `2n` nearest the centre's mean — a
+/// stand-in for `gmm-gselect`'s top `n` by a diagonal approximation, which
+/// would cost the full scoring to compute. Returns the frames (`frames ×
+/// dim`), the selection offsets (`frames + 1`) and the components.
+pub fn selected_frames(
+    rng: &mut Rng,
+    model: &AcousticModel,
+    frames: usize,
+    n: usize,
+) -> (Vec<f32>, Vec<usize>, Vec<u32>) {
+    let d = model.dim;
+    let st = &model.states[0];
+    let m = st.num_components();
+    let n = n.clamp(1, m.max(1));
+    let means = component_means(model);
+    let k = (2 * n).min(m);
+    let candidates = nearest_means(&means, d, k);
+    let cumulative: Vec<f64> = st
+        .weights
+        .iter()
+        .scan(0.0, |s, &w| {
+            *s += w as f64;
+            Some(*s)
+        })
+        .collect();
+    let total = cumulative.last().copied().unwrap_or(1.0);
+    let mut data = Vec::with_capacity(frames * d);
+    let mut offsets = Vec::with_capacity(frames + 1);
+    let mut comps = Vec::with_capacity(frames * n);
+    offsets.push(0);
+    let (mut centre, mut left) = (0, 0);
+    let mut dist: Vec<(f64, u32)> = Vec::with_capacity(k);
+    while offsets.len() <= frames {
+        if left == 0 {
+            let u = rng.uniform() * total;
+            centre = cumulative.partition_point(|&c| c < u).min(m - 1);
+            left = rng.int(1, 20);
+        }
+        left -= 1;
+        let x: Vec<f32> = means[centre * d..(centre + 1) * d]
+            .iter()
+            .map(|&mu| (mu + rng.normal()) as f32)
+            .collect();
+        dist.clear();
+        for &g in &candidates[centre * k..(centre + 1) * k] {
+            let mu = &means[g as usize * d..(g as usize + 1) * d];
+            let e: f64 = x
+                .iter()
+                .zip(mu)
+                .map(|(&a, &b)| (a as f64 - b).powi(2))
+                .sum();
+            dist.push((e, g));
+        }
+        dist.sort_by(|a, b| a.0.total_cmp(&b.0));
+        comps.extend(dist.iter().take(n).map(|&(_, g)| g));
+        offsets.push(comps.len());
+        data.extend_from_slice(&x);
+    }
+    (data, offsets, comps)
+}
+
+/// The means of state 0's components (`m × dim`, f64): μ/σ² · σ², or the
+/// full covariance's Σ⁻¹μ solved.
+fn component_means(model: &AcousticModel) -> Vec<f64> {
+    use crate::stats::linalg::{sp_invert, sp_vec};
+    let d = model.dim;
+    let st = &model.states[0];
+    let v = model.inv_var_len();
+    let mut out = Vec::with_capacity(st.num_components() * d);
+    for g in 0..st.num_components() {
+        let b: Vec<f64> = st.means_invvars[g * d..(g + 1) * d]
+            .iter()
+            .map(|&x| x as f64)
+            .collect();
+        let iv: Vec<f64> = st.inv_vars[g * v..(g + 1) * v]
+            .iter()
+            .map(|&x| x as f64)
+            .collect();
+        match model.kind {
+            CovKind::Diagonal => out.extend(b.iter().zip(&iv).map(|(b, p)| b / p)),
+            CovKind::Full => match sp_invert(&iv, d) {
+                Some(cov) => out.extend(sp_vec(&cov, d, &b)),
+                None => out.extend(b),
+            },
+        }
+    }
+    out
+}
+
+/// For each of the `means.len() / dim` means, the `k` nearest (itself
+/// first), `k` a row.
+fn nearest_means(means: &[f64], dim: usize, k: usize) -> Vec<u32> {
+    let m = means.len() / dim.max(1);
+    let mut out = Vec::with_capacity(m * k);
+    let mut dist: Vec<(f64, u32)> = Vec::with_capacity(m);
+    for a in 0..m {
+        let ma = &means[a * dim..(a + 1) * dim];
+        dist.clear();
+        for b in 0..m {
+            let mb = &means[b * dim..(b + 1) * dim];
+            let e: f64 = ma.iter().zip(mb).map(|(x, y)| (x - y).powi(2)).sum();
+            dist.push((e, b as u32));
+        }
+        if k < m {
+            dist.select_nth_unstable_by(k, |x, y| x.0.total_cmp(&y.0));
+        }
+        dist[..k].sort_by(|x, y| x.0.total_cmp(&y.0));
+        out.extend(dist[..k].iter().map(|&(_, b)| b));
+    }
+    out
+}

@@ -272,6 +272,13 @@ fn am_stats(args: &AccStatsArgs, model: &KaldiModel) -> Result<i32, String> {
     Ok(if num_done != 0 { 0 } else { 1 })
 }
 
+/// What a frame with Gaussian selection costs, in Gaussians of the full
+/// path, for the engine choice (the selection is read only later): the
+/// recipes' 20 selected (`sid/train_ivector_extractor.sh`), each about 2.5
+/// Gaussians' work on the CPU (scored alone, statistics in f64: the CPU's
+/// estep_fullcov_gselect against estep_fullcov at D = 60).
+const GSELECT_GAUSSIANS_PER_FRAME: f64 = 50.0;
+
 /// The engine `--use-gpu` asks for; with `optional`, the one that finishes
 /// first a job of `gaussians_per_frame` Gaussians a frame over the
 /// estimated frames of `feats_spec` (see [`engine::choice`]).
@@ -301,7 +308,12 @@ fn global_stats(args: &AccStatsArgs, model: &super::train_io::InputObject) -> Re
             read_object(&model.data).map_err(|e| e.in_file(&model.name).to_string())?;
         model_from_diag(&g)
     };
-    let engine = engine_for(args, feats_spec, am.num_gaussians() as f64, am.dim, am.kind)?;
+    let per_frame = if args.gselect.is_empty() {
+        am.num_gaussians() as f64
+    } else {
+        GSELECT_GAUSSIANS_PER_FRAME.min(am.num_gaussians() as f64)
+    };
+    let engine = engine_for(args, feats_spec, per_frame, am.dim, am.kind)?;
     let mut acc = GlobalAccStats::new(engine.as_ref(), &am, flags).map_err(|e| e.to_string())?;
     let mut feats = SharedFeats::open(feats_spec).map_err(|e| e.to_string())?;
     let mut gselect = if args.gselect.is_empty() {

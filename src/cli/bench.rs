@@ -19,7 +19,8 @@ pub struct BenchArgs {
     pub gpus: Option<Gpus>,
     /// Case to run (repeatable; default: all engine cases): estep_seed000, score_seed002,
     /// score_seed002_var, fullcov_score_seed001, acc_ali, acc_stats_ark, score_ark,
-    /// estep_fullcov, score_lattice, align_ark (these two read testdata/: run from the source
+    /// estep_fullcov, estep_fullcov_gselect, score_lattice, align_ark (these two read
+    /// testdata/: run from the source
     /// folder; align_ark keeps its archives and models in --path when given); and the
     /// feature-archive read
     /// cases (never by default; they write --frames x --dim floats, ~1 GB): read_ark,
@@ -30,7 +31,8 @@ pub struct BenchArgs {
     /// Frames per case (T for estep_seed000) instead of the paper's.
     #[arg(long, value_name = "N")]
     pub frames: Option<usize>,
-    /// Gaussians of the estep_seed000 GMM (one M instead of 32, 256, 2048).
+    /// Gaussians of the estep GMMs (estep_seed000: one M instead of 32, 256, 2048;
+    /// estep_fullcov 256, estep_fullcov_gselect 2048).
     #[arg(long, value_name = "M")]
     pub gaussians: Option<usize>,
     /// States (pdfs for acc_ali).

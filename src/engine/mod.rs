@@ -81,6 +81,75 @@ pub enum FrameTargets<'a> {
         offsets: &'a [usize],
         pairs: &'a [(u32, f32)],
     },
+    /// Gaussian selection in one global GMM (state 0; Kaldi's `--gselect`):
+    /// frame `t` is scored against its selected components
+    /// `components[offsets[t]..offsets[t + 1]]` only (at least one; one
+    /// listed twice counts twice, as in Kaldi), and its posteriors are the float softmax over those, × its weight
+    /// (`weights[t]`, Kaldi's `--weights`; `None`: 1). Frames of weight 0
+    /// are skipped, as Kaldi skips them. The semantics of
+    /// `fgmm-global-acc-stats` / `gmm-global-acc-stats --gselect`
+    /// (`LogLikelihoodsPreselect`, `ApplySoftMax`, `AccumulateForComponent`).
+    Selected(Selection<'a>),
+}
+
+/// The selected components of each frame of a batch (see
+/// [`FrameTargets::Selected`]); `offsets.len() == frames + 1`.
+#[derive(Debug, Clone, Copy)]
+pub struct Selection<'a> {
+    pub offsets: &'a [usize],
+    pub components: &'a [u32],
+    pub weights: Option<&'a [f32]>,
+}
+
+impl Selection<'_> {
+    /// Frame `t`'s weight (1 without weights).
+    pub fn weight(&self, t: usize) -> f32 {
+        self.weights.map_or(1.0, |w| w[t])
+    }
+
+    /// Frame `t`'s selected components.
+    pub fn of(&self, t: usize) -> &[u32] {
+        &self.components[self.offsets[t]..self.offsets[t + 1]]
+    }
+
+    /// Check against a batch of `frames` frames and a GMM of `gaussians`
+    /// components: offsets from 0 to the end, increasing, every frame with
+    /// a component, every component in the GMM, a weight per frame. Errors
+    /// name the frame (of the batch).
+    pub fn validate(&self, frames: usize, gaussians: usize) -> crate::Result<()> {
+        use crate::Error;
+        if self.offsets.len() != frames + 1
+            || self.offsets[0] != 0
+            || self.offsets[frames] != self.components.len()
+        {
+            return Err(Error::Mismatch(format!(
+                "Gaussian selection: {} offsets for {frames} frames of {} components (expected frames + 1, from 0 to the number of components)",
+                self.offsets.len(),
+                self.components.len()
+            )));
+        }
+        if let Some(w) = self.weights {
+            if w.len() != frames {
+                return Err(Error::Mismatch(format!(
+                    "Gaussian selection: {} weights for {frames} frames",
+                    w.len()
+                )));
+            }
+        }
+        for t in 0..frames {
+            if self.offsets[t + 1] <= self.offsets[t] {
+                return Err(Error::Mismatch(format!(
+                    "frame {t}: empty Gaussian selection (or offsets decrease)"
+                )));
+            }
+            if let Some(&g) = self.of(t).iter().find(|&&g| g as usize >= gaussians) {
+                return Err(Error::Mismatch(format!(
+                    "frame {t}: selected Gaussian {g} is not in the model (it has {gaussians})"
+                )));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// A compute engine: holds its device (if any) and loads models onto it.

@@ -25,7 +25,7 @@
 use std::collections::VecDeque;
 use std::ops::Range;
 
-use super::{Engine, FrameBatch, FrameTargets, HostFrames, LoadedModel};
+use super::{Engine, FrameBatch, FrameTargets, HostFrames, LoadedModel, Selection};
 use crate::model::AcousticModel;
 use crate::stats::ModelAccumulators;
 use crate::{Error, Result};
@@ -260,6 +260,22 @@ fn piece_targets<'a: 'b, 'b>(
             offsets.clear();
             offsets.extend(o.iter().map(|&x| x.wrapping_sub(first)));
             FrameTargets::Weighted { offsets, pairs }
+        }
+        FrameTargets::Selected(sel) => {
+            let o = sel.offsets.get(rows.start..rows.end + 1).ok_or_else(bad)?;
+            let (first, last) = (o[0], o[o.len() - 1]);
+            let components = sel.components.get(first..last).ok_or_else(bad)?;
+            let weights = match sel.weights {
+                Some(w) => Some(w.get(rows).ok_or_else(bad)?),
+                None => None,
+            };
+            offsets.clear();
+            offsets.extend(o.iter().map(|&x| x.wrapping_sub(first)));
+            FrameTargets::Selected(Selection {
+                offsets,
+                components,
+                weights,
+            })
         }
     })
 }
@@ -551,7 +567,25 @@ mod tests {
             let data = random::uneven_features(&mut rng, frames, d, 2.0);
             let feats = FrameBatch::new(&data, d);
             let (ali, offsets, pairs) = targets_of(&mut rng, frames, states);
-            let cases: [(&AcousticModel, FrameTargets<'_>); 3] = [
+            // Gaussian selection: 1..=3 of the global GMM's 5 per frame.
+            let mut sel_off = vec![0];
+            let mut sel_comp = Vec::new();
+            for _ in 0..frames {
+                for _ in 0..rng.int(1, 3) {
+                    sel_comp.push(rng.int(0, 4) as u32);
+                }
+                sel_off.push(sel_comp.len());
+            }
+            let sel_w: Vec<f32> = (0..frames).map(|t| (t % 4) as f32 * 0.5).collect();
+            let cases: [(&AcousticModel, FrameTargets<'_>); 4] = [
+                (
+                    &global,
+                    FrameTargets::Selected(Selection {
+                        offsets: &sel_off,
+                        components: &sel_comp,
+                        weights: Some(&sel_w),
+                    }),
+                ),
                 (&global, FrameTargets::Global),
                 (&am, FrameTargets::Aligned(&ali)),
                 (

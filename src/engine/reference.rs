@@ -9,35 +9,38 @@ use crate::stats::{ModelAccumulators, UpdateFlags};
 
 /// f64 log-likelihood of each component of `st` (log weight included) at `x`.
 pub fn component_loglikes(model: &AcousticModel, st: &StateGmm, x: &[f32]) -> Vec<f64> {
+    (0..st.num_components())
+        .map(|g| component_loglike(model, st, g, x))
+        .collect()
+}
+
+/// f64 log-likelihood of component `g` of `st` (log weight included) at `x`.
+pub fn component_loglike(model: &AcousticModel, st: &StateGmm, g: usize, x: &[f32]) -> f64 {
     let d = model.dim;
     let v = model.inv_var_len();
-    (0..st.num_components())
-        .map(|g| {
-            let mut ll = st.gconsts[g] as f64;
-            let mi = &st.means_invvars[g * d..(g + 1) * d];
-            let iv = &st.inv_vars[g * v..(g + 1) * v];
+    let mut ll = st.gconsts[g] as f64;
+    let mi = &st.means_invvars[g * d..(g + 1) * d];
+    let iv = &st.inv_vars[g * v..(g + 1) * v];
+    for i in 0..d {
+        ll += x[i] as f64 * mi[i] as f64;
+    }
+    match model.kind {
+        CovKind::Diagonal => {
             for i in 0..d {
-                ll += x[i] as f64 * mi[i] as f64;
+                ll -= 0.5 * x[i] as f64 * x[i] as f64 * iv[i] as f64;
             }
-            match model.kind {
-                CovKind::Diagonal => {
-                    for i in 0..d {
-                        ll -= 0.5 * x[i] as f64 * x[i] as f64 * iv[i] as f64;
-                    }
-                }
-                CovKind::Full => {
-                    for i in 0..d {
-                        for j in 0..=i {
-                            let pij = iv[i * (i + 1) / 2 + j] as f64;
-                            let f = if i == j { 0.5 } else { 1.0 };
-                            ll -= f * x[i] as f64 * x[j] as f64 * pij;
-                        }
-                    }
+        }
+        CovKind::Full => {
+            for i in 0..d {
+                for j in 0..=i {
+                    let pij = iv[i * (i + 1) / 2 + j] as f64;
+                    let f = if i == j { 0.5 } else { 1.0 };
+                    ll -= f * x[i] as f64 * x[j] as f64 * pij;
                 }
             }
-            ll
-        })
-        .collect()
+        }
+    }
+    ll
 }
 
 /// log Σ exp, subtracting the max; −∞ for no terms.
@@ -70,54 +73,75 @@ pub fn accumulate(
     flags: UpdateFlags,
 ) -> ModelAccumulators {
     let mut acc = ModelAccumulators::zeros(model, flags);
-    let d = model.dim;
     for t in 0..feats.frames {
         let x = feats.row(t);
-        let pairs: Vec<(u32, f32)> = match targets {
-            FrameTargets::Global => vec![(0, 1.0)],
-            FrameTargets::Aligned(ali) => vec![(ali[t], 1.0)],
-            FrameTargets::Weighted { offsets, pairs } => pairs[offsets[t]..offsets[t + 1]].to_vec(),
+        // (state, weight, the components the softmax runs over).
+        let every = |s: u32| (0..model.states[s as usize].num_components() as u32).collect();
+        let targets: Vec<(u32, f32, Vec<u32>)> = match targets {
+            FrameTargets::Global => vec![(0, 1.0, every(0))],
+            FrameTargets::Aligned(ali) => vec![(ali[t], 1.0, every(ali[t]))],
+            FrameTargets::Weighted { offsets, pairs } => pairs[offsets[t]..offsets[t + 1]]
+                .iter()
+                .map(|&(s, w)| (s, w, every(s)))
+                .collect(),
+            FrameTargets::Selected(sel) if sel.weight(t) != 0.0 => {
+                vec![(0, sel.weight(t), sel.of(t).to_vec())]
+            }
+            FrameTargets::Selected(_) => Vec::new(),
         };
-        for (s, w) in pairs {
+        for (s, w, comps) in targets {
             let w = w as f64;
             let st = &model.states[s as usize];
-            let lls = component_loglikes(model, st, x);
+            let lls: Vec<f64> = comps
+                .iter()
+                .map(|&g| component_loglike(model, st, g as usize, x))
+                .collect();
             let tot = log_sum_exp(&lls);
             acc.total_like += w * tot;
             acc.total_frames += w;
             let a = &mut acc.states[s as usize];
-            for (g, &ll) in lls.iter().enumerate() {
-                let post = w * (ll - tot).exp();
-                a.occupancy[g] += post;
-                if a.mean_acc.is_empty() {
-                    continue;
-                }
-                for i in 0..d {
-                    a.mean_acc[g * d + i] += post * x[i] as f64;
-                }
-                if a.var_acc.is_empty() {
-                    continue;
-                }
-                match model.kind {
-                    CovKind::Diagonal => {
-                        for i in 0..d {
-                            a.var_acc[g * d + i] += post * x[i] as f64 * x[i] as f64;
-                        }
-                    }
-                    CovKind::Full => {
-                        let v = d * (d + 1) / 2;
-                        for i in 0..d {
-                            for j in 0..=i {
-                                a.var_acc[g * v + i * (i + 1) / 2 + j] +=
-                                    post * x[i] as f64 * x[j] as f64;
-                            }
-                        }
-                    }
-                }
+            for (&g, &ll) in comps.iter().zip(&lls) {
+                add_component_stats(model, a, g as usize, w * (ll - tot).exp(), x);
             }
         }
     }
     acc
+}
+
+/// `post` × [1, x, x² or xxᵀ] of frame `x` into component `g` of `a`, in f64.
+fn add_component_stats(
+    model: &AcousticModel,
+    a: &mut crate::stats::GmmAccumulator,
+    g: usize,
+    post: f64,
+    x: &[f32],
+) {
+    let d = model.dim;
+    a.occupancy[g] += post;
+    if a.mean_acc.is_empty() {
+        return;
+    }
+    for i in 0..d {
+        a.mean_acc[g * d + i] += post * x[i] as f64;
+    }
+    if a.var_acc.is_empty() {
+        return;
+    }
+    match model.kind {
+        CovKind::Diagonal => {
+            for i in 0..d {
+                a.var_acc[g * d + i] += post * x[i] as f64 * x[i] as f64;
+            }
+        }
+        CovKind::Full => {
+            let v = d * (d + 1) / 2;
+            for i in 0..d {
+                for j in 0..=i {
+                    a.var_acc[g * v + i * (i + 1) / 2 + j] += post * x[i] as f64 * x[j] as f64;
+                }
+            }
+        }
+    }
 }
 
 /// ‖out − ref‖ / ‖ref‖ (0 when both are empty or `ref` is all zeros and

@@ -8,21 +8,18 @@
 //! time (one call per batch keeps a GPU busy; statistics are additive, so
 //! only the f64 summation order depends on the batching). The engine does
 //! the arithmetic (log-likelihoods and posteriors in f32, statistics in f64,
-//! as Kaldi); with `--gselect` the preselected
-//! components' log-likelihoods come from the engine and the statistics of
-//! those few components are added on the host. Problems with one utterance
+//! as Kaldi), `--gselect` included (`FrameTargets::Selected`: each frame
+//! scored against its selected components only). Problems with one utterance
 //! (no alignment, wrong length) come back as [`UttOutcome::Skipped`] with
 //! Kaldi's warning text, so the caller warns, counts and goes on; problems
 //! that make every result wrong (feature dimension, transition ids outside
 //! the model) are errors. Nothing here prints.
 
-use std::borrow::Cow;
-
 use amtool_formats::kaldi::accs::{AccumDiagGmm, AccumFullGmm, AmAccs};
 use amtool_formats::kaldi::matrix::SharedMatrix;
 use amtool_formats::kaldi::model::KaldiModel;
 
-use crate::engine::{Engine, FrameBatch, FrameSource, FrameTargets, HostFrames, LoadedModel};
+use crate::engine::{Engine, FrameSource, FrameTargets, HostFrames, LoadedModel, Selection};
 use crate::model::{AcousticModel, CovKind};
 use crate::stats::{ModelAccumulators, UpdateFlags};
 use crate::train::convert::{
@@ -93,25 +90,6 @@ impl UttFeats<'_> {
             UttFeats::Shared(m) => m.rows() * m.cols(),
         }
     }
-
-    /// The frames as one slice (a copy only for a misaligned shared part).
-    fn slice(&self) -> Cow<'_, [f32]> {
-        match self {
-            UttFeats::Borrowed(f) => Cow::Borrowed(f),
-            UttFeats::Owned(f) => Cow::Borrowed(f),
-            UttFeats::Shared(m) => {
-                let raw = m.raw();
-                match raw.as_f32() {
-                    Some(f) => Cow::Borrowed(f),
-                    None => {
-                        let mut v = vec![0f32; m.rows() * m.cols()];
-                        raw.copy_to_f32(&mut v);
-                        Cow::Owned(v)
-                    }
-                }
-            }
-        }
-    }
 }
 
 /// An utterance waiting in a batch to be copied in.
@@ -141,6 +119,7 @@ enum Mode {
     Global,
     Aligned,
     Weighted,
+    Selected,
 }
 
 /// Utterances queued for one engine call: their frames back to back (in
@@ -162,6 +141,10 @@ struct Batch {
     states: Vec<u32>,
     offsets: Vec<usize>,
     pairs: Vec<(u32, f32)>,
+    /// Gaussian selection: the components of each frame (bounds in
+    /// `offsets`) and each frame's weight.
+    components: Vec<u32>,
+    weights: Vec<f32>,
 }
 
 impl Batch {
@@ -192,7 +175,7 @@ impl Batch {
         }
         if self.mode.is_none() {
             self.mode = Some(mode);
-            if mode == Mode::Weighted {
+            if matches!(mode, Mode::Weighted | Mode::Selected) {
                 self.offsets.push(0);
             }
         }
@@ -260,6 +243,11 @@ impl Batch {
                     offsets: &self.offsets,
                     pairs: &self.pairs,
                 },
+                Mode::Selected => FrameTargets::Selected(Selection {
+                    offsets: &self.offsets,
+                    components: &self.components,
+                    weights: Some(&self.weights),
+                }),
             };
             loaded
                 .accumulate_frames(&mut self.feats, dim, targets, accs)?
@@ -271,6 +259,8 @@ impl Batch {
         self.states.clear();
         self.offsets.clear();
         self.pairs.clear();
+        self.components.clear();
+        self.weights.clear();
         Ok(like)
     }
 
@@ -299,6 +289,24 @@ fn check_len(key: &str, feats: &UttFeats<'_>, rows: usize, cols: usize) -> Resul
 
 fn no_room() -> Error {
     Error::Engine("batch buffer has no room for an utterance".into())
+}
+
+/// Every frame selects at least one component, and only components of the
+/// model (`m` of them).
+fn check_selection(key: &str, gselect: &[Vec<i32>], m: usize) -> Result<()> {
+    for (t, sel) in gselect.iter().enumerate() {
+        if sel.is_empty() {
+            return Err(Error::Mismatch(format!(
+                "utterance {key}, frame {t}: empty Gaussian selection"
+            )));
+        }
+        if let Some(&g) = sel.iter().find(|&&g| g < 0 || g as usize >= m) {
+            return Err(Error::Mismatch(format!(
+                "utterance {key}, frame {t}: selected Gaussian {g} is not in the model (it has {m})"
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn check_dim(key: &str, cols: usize, dim: usize) -> Result<()> {
@@ -467,7 +475,6 @@ pub struct GlobalAccStats<'e> {
     accs: ModelAccumulators,
     batch: Batch,
     like: f64,
-    loglikes: Vec<f32>,
 }
 
 impl<'e> GlobalAccStats<'e> {
@@ -493,7 +500,6 @@ impl<'e> GlobalAccStats<'e> {
             accs: ModelAccumulators::zeros(gmm, flags),
             batch: Batch::default(),
             like: 0.0,
-            loglikes: Vec::new(),
         })
     }
 
@@ -528,26 +534,14 @@ impl<'e> GlobalAccStats<'e> {
         }
         check_dim(key, cols, self.dim)?;
         if let Some(g) = gselect {
-            // Statistics of the host go straight into the accumulators:
-            // those of the batches sent before come first.
-            self.like += self
-                .batch
-                .settle(self.dim, self.loaded.as_mut(), &mut self.accs)?;
-            let feats = feats.into();
-            check_len(key, &feats, rows, cols)?;
-            let (like, weight) =
-                self.add_gselect(key, FrameBatch::new(&feats.slice(), cols), weights, g)?;
-            self.like += like;
-            return Ok(UttOutcome::Done { weight });
+            return self.add_selected(key, feats.into(), rows, weights, g);
         }
         let mode = if weights.is_some() {
             Mode::Weighted
         } else {
             Mode::Global
         };
-        self.like +=
-            self.batch
-                .prepare(mode, rows, self.dim, self.loaded.as_mut(), &mut self.accs)?;
+        self.make_room(mode, rows)?;
         let weight = match weights {
             None => rows as f64,
             Some(w) => {
@@ -575,95 +569,40 @@ impl<'e> GlobalAccStats<'e> {
         Ok(std::mem::take(&mut self.like) + l)
     }
 
-    /// Gaussian selection: Kaldi's `LogLikelihoodsPreselect`, a float
-    /// softmax over the selected components, then `AccumulateForComponent`
-    /// in f64 for each.
-    fn add_gselect(
+    /// [`Batch::prepare`] for an utterance of `rows` frames (the likelihood
+    /// of a batch it sends counted).
+    fn make_room(&mut self, mode: Mode, rows: usize) -> Result<()> {
+        self.like +=
+            self.batch
+                .prepare(mode, rows, self.dim, self.loaded.as_mut(), &mut self.accs)?;
+        Ok(())
+    }
+
+    /// Queue an utterance with its Gaussian selection (`gselect[t]`: the
+    /// components of frame t, checked here so errors name the utterance).
+    fn add_selected(
         &mut self,
         key: &str,
-        batch: FrameBatch<'_>,
+        feats: UttFeats<'_>,
+        rows: usize,
         weights: Option<&[f32]>,
         gselect: &[Vec<i32>],
-    ) -> Result<(f64, f64)> {
-        let m = self.num_comp;
+    ) -> Result<UttOutcome> {
+        check_len(key, &feats, rows, self.dim)?;
+        check_selection(key, gselect, self.num_comp)?;
+        self.make_room(Mode::Selected, rows)?;
+        let b = &mut self.batch;
         for (t, sel) in gselect.iter().enumerate() {
-            if sel.is_empty() {
-                return Err(Error::Mismatch(format!(
-                    "utterance {key}, frame {t}: empty Gaussian selection"
-                )));
-            }
-            if let Some(&g) = sel.iter().find(|&&g| g < 0 || g as usize >= m) {
-                return Err(Error::Mismatch(format!(
-                    "utterance {key}, frame {t}: selected Gaussian {g} is not in the model (it has {m})"
-                )));
-            }
+            b.components.extend(sel.iter().map(|&g| g as u32));
+            b.offsets.push(b.components.len());
+            b.weights.push(weights.map_or(1.0, |w| w[t]));
         }
-        let mut ll = std::mem::take(&mut self.loglikes);
-        ll.resize(batch.frames * m, 0.0);
-        self.loaded.component_loglikes(0, batch, &mut ll)?;
-        let d = self.dim;
-        let vlen = match self.kind {
-            CovKind::Diagonal => d,
-            CovKind::Full => d * (d + 1) / 2,
+        self.batch.push_feats(key, feats, rows, self.dim)?;
+        let weight = match weights {
+            None => rows as f64,
+            Some(w) => w.iter().map(|&x| x as f64).sum(),
         };
-        let acc = &mut self.accs.states[0];
-        let (mut file_like, mut file_weight) = (0f32, 0f32);
-        let mut sel_ll: Vec<f32> = Vec::new();
-        let mut xd = vec![0f64; d];
-        for (t, sel) in gselect.iter().enumerate() {
-            let w = weights.map_or(1.0, |w| w[t]);
-            if w == 0.0 {
-                continue;
-            }
-            file_weight += w;
-            sel_ll.clear();
-            sel_ll.extend(sel.iter().map(|&g| ll[t * m + g as usize]));
-            // Kaldi's Vector<float>::ApplySoftMax.
-            let max = sel_ll.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            let mut sum = 0f32;
-            for v in sel_ll.iter_mut() {
-                *v = (*v - max).exp();
-                sum += *v;
-            }
-            for v in sel_ll.iter_mut() {
-                *v *= 1.0 / sum;
-            }
-            file_like += w * (max + sum.ln());
-            for (x, &f) in xd.iter_mut().zip(batch.row(t)) {
-                *x = f as f64;
-            }
-            for (&g, &p) in sel.iter().zip(&sel_ll) {
-                let post = (p * w) as f64;
-                let g = g as usize;
-                acc.occupancy[g] += post;
-                if !acc.mean_acc.is_empty() {
-                    for (a, &x) in acc.mean_acc[g * d..(g + 1) * d].iter_mut().zip(&xd) {
-                        *a += post * x;
-                    }
-                }
-                if !acc.var_acc.is_empty() {
-                    let v = &mut acc.var_acc[g * vlen..(g + 1) * vlen];
-                    match self.kind {
-                        CovKind::Diagonal => {
-                            for (a, &x) in v.iter_mut().zip(&xd) {
-                                *a += post * x * x;
-                            }
-                        }
-                        CovKind::Full => {
-                            let mut k = 0;
-                            for i in 0..d {
-                                for j in 0..=i {
-                                    v[k] += post * xd[i] * xd[j];
-                                    k += 1;
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        self.loglikes = ll;
-        Ok((file_like as f64, file_weight as f64))
+        Ok(UttOutcome::Done { weight })
     }
 
     /// `gmm-global-acc-stats` output (sends what is queued first).
@@ -698,7 +637,9 @@ impl<'e> GlobalAccStats<'e> {
 mod tests {
     use super::*;
     use crate::engine::cpu::CpuEngine;
+    use crate::engine::FrameBatch;
     use crate::model::StateGmm;
+    use crate::stats::GmmAccumulator;
 
     /// A 2-dimensional, 3-component diagonal GMM (gconsts consistent with
     /// the parameters are not needed for these comparisons).
@@ -924,6 +865,132 @@ mod tests {
                         "{kind:?} weighted={weighted}: {n} devices"
                     );
                 }
+            }
+        }
+    }
+
+    /// What `--gselect` computed on the host before the engines took it
+    /// over (Kaldi's loop): every component's log-likelihoods from the
+    /// engine, Kaldi's float softmax over the selected ones, × weight, and
+    /// `AccumulateForComponent` in f64, frame by frame. Returns the
+    /// accumulators and Σ of the utterances' float likelihoods.
+    fn host_gselect(
+        engine: &CpuEngine,
+        model: &AcousticModel,
+        utts: &[(Vec<f32>, Vec<f32>, Vec<Vec<i32>>)],
+    ) -> (GmmAccumulator, f64) {
+        let (d, m) = (model.dim, model.states[0].num_components());
+        let mut lm = engine.load(model).unwrap();
+        let mut acc = ModelAccumulators::zeros(model, UpdateFlags::default()).states[0].clone();
+        let v = acc.var_acc.len() / m;
+        let mut like = 0f64;
+        for (feats, weights, gselect) in utts {
+            let frames = gselect.len();
+            let mut ll = vec![0f32; frames * m];
+            lm.component_loglikes(0, FrameBatch::new(feats, d), &mut ll)
+                .unwrap();
+            let mut file_like = 0f32;
+            for (t, sel) in gselect.iter().enumerate() {
+                let w = weights[t];
+                if w == 0.0 {
+                    continue;
+                }
+                let mut p: Vec<f32> = sel.iter().map(|&g| ll[t * m + g as usize]).collect();
+                let max = p.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                let mut sum = 0f32;
+                for x in p.iter_mut() {
+                    *x = (*x - max).exp();
+                    sum += *x;
+                }
+                for x in p.iter_mut() {
+                    *x *= 1.0 / sum;
+                }
+                file_like += w * (max + sum.ln());
+                let xd: Vec<f64> = feats[t * d..(t + 1) * d]
+                    .iter()
+                    .map(|&x| x as f64)
+                    .collect();
+                for (&g, &pg) in sel.iter().zip(&p) {
+                    let (g, post) = (g as usize, (pg * w) as f64);
+                    acc.occupancy[g] += post;
+                    for (a, &x) in acc.mean_acc[g * d..(g + 1) * d].iter_mut().zip(&xd) {
+                        *a += post * x;
+                    }
+                    let var = &mut acc.var_acc[g * v..(g + 1) * v];
+                    match model.kind {
+                        CovKind::Diagonal => {
+                            for (a, &x) in var.iter_mut().zip(&xd) {
+                                *a += post * x * x;
+                            }
+                        }
+                        CovKind::Full => {
+                            let mut k = 0;
+                            for i in 0..d {
+                                for j in 0..=i {
+                                    var[k] += post * xd[i] * xd[j];
+                                    k += 1;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            like += file_like as f64;
+        }
+        (acc, like)
+    }
+
+    /// The engines' Gaussian selection (`FrameTargets::Selected`, batches
+    /// of many utterances) gives the host loop's statistics bit for bit on
+    /// the CPU engine: the same float log-likelihoods and posteriors, and
+    /// each statistic's f64 terms added in the same (frame) order.
+    /// Selections of 1–6 components, repeats included; weights with zeros.
+    #[test]
+    fn gselect_statistics_are_the_host_loops_bit_for_bit() {
+        use crate::bench::random::{self, Rng};
+        for (kind, d, m) in [(CovKind::Diagonal, 5, 13), (CovKind::Full, 4, 9)] {
+            let mut rng = Rng::new(7 + d as u64);
+            let model = random::model(&mut rng, &[m], d, kind);
+            let utts: Vec<(Vec<f32>, Vec<f32>, Vec<Vec<i32>>)> = [40usize, 1, 300, 9000, 17]
+                .iter()
+                .map(|&n| {
+                    let feats = random::features(&mut rng, n, d);
+                    let weights = (0..n)
+                        .map(|_| [0.0, 1.0, 0.5, 2.25][rng.int(0, 3)])
+                        .collect();
+                    let gselect = (0..n)
+                        .map(|_| {
+                            (0..rng.int(1, 6))
+                                .map(|_| rng.int(0, m - 1) as i32)
+                                .collect()
+                        })
+                        .collect();
+                    (feats, weights, gselect)
+                })
+                .collect();
+            for threads in [1, 3] {
+                let engine = CpuEngine::new(threads).unwrap();
+                let (want, want_like) = host_gselect(&engine, &model, &utts);
+                let mut acc = GlobalAccStats::new(&engine, &model, UpdateFlags::default()).unwrap();
+                let mut weight = 0.0;
+                for (u, (f, w, g)) in utts.iter().enumerate() {
+                    let out = acc
+                        .add_utterance(&format!("u{u}"), f, g.len(), d, Some(w), Some(g))
+                        .unwrap();
+                    let UttOutcome::Done { weight: uw } = out else {
+                        panic!("{out:?}")
+                    };
+                    weight += uw;
+                }
+                let like = acc.take_like().unwrap();
+                assert_eq!(acc.accs.states[0], want, "{kind:?}, {threads} threads");
+                assert_eq!(acc.accs.total_frames, weight);
+                // Kaldi sums each utterance's likelihood in float; the
+                // engine sums frames in f64.
+                assert!(
+                    (like - want_like).abs() < 1e-5 * want_like.abs(),
+                    "{like} vs {want_like}"
+                );
             }
         }
     }

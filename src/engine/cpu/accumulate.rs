@@ -66,6 +66,9 @@ pub(super) fn accumulate(
 ) -> Result<f64> {
     check_acc(p, acc)?;
     check_targets(p, feats.frames, &targets)?;
+    if let FrameTargets::Selected(sel) = &targets {
+        return Ok(super::selected::accumulate(pool, p, feats, sel, acc));
+    }
     let means = acc.flags.means;
     let vars = acc.flags.means && acc.flags.variances;
     let v = match p.kind {
@@ -132,60 +135,83 @@ fn merge_in_order(
     states: &mut [GmmAccumulator],
     sources: &[Vec<Vec<f64>>],
 ) {
-    type Work<'a> = (
-        &'a mut [f64],
-        &'a mut [f64],
-        &'a mut [f64],
-        usize,
-        &'a [Vec<f64>],
-    );
     let dm = if cols.means { d } else { 0 };
-    let mut work: Vec<Work<'_>> = Vec::new();
+    let mut work: Vec<(RowBlock<'_>, &[Vec<f64>])> = Vec::new();
     let mut dv = 0;
     for (a, src) in states.iter_mut().zip(sources) {
         if src.is_empty() {
             continue;
         }
         let m = a.occupancy.len();
-        let v = if cols.vars {
+        dv = if cols.vars {
             a.var_acc.len() / m.max(1)
         } else {
             0
         };
-        dv = v;
-        let (mut occ, mut mean, mut var) = (
-            &mut a.occupancy[..],
-            &mut a.mean_acc[..],
-            &mut a.var_acc[..],
+        work.extend(
+            row_blocks(a, MERGE_ROWS)
+                .into_iter()
+                .map(|b| (b, src.as_slice())),
         );
-        let mut g0 = 0;
-        while g0 < m {
-            let r = (m - g0).min(MERGE_ROWS);
-            let (o1, o2) = std::mem::take(&mut occ).split_at_mut(r);
-            let (m1, m2) = std::mem::take(&mut mean).split_at_mut(r * dm);
-            let (v1, v2) = std::mem::take(&mut var).split_at_mut(r * v);
-            (occ, mean, var) = (o2, m2, v2);
-            work.push((o1, m1, v1, g0, src.as_slice()));
-            g0 += r;
-        }
     }
     let (ct, v) = (cols.total, dv);
     pool.install(|| {
-        work.into_par_iter().for_each(|(occ, mean, var, g0, src)| {
+        work.into_par_iter().for_each(|(b, src)| {
             for part in src {
-                for (i, o) in occ.iter_mut().enumerate() {
-                    let row = &part[(g0 + i) * ct..(g0 + i + 1) * ct];
+                for (i, o) in b.occupancy.iter_mut().enumerate() {
+                    let row = &part[(b.first + i) * ct..(b.first + i + 1) * ct];
                     *o += row[0];
-                    for (a, b) in mean[i * dm..(i + 1) * dm].iter_mut().zip(&row[1..]) {
-                        *a += b;
+                    for (a, x) in b.mean[i * dm..(i + 1) * dm].iter_mut().zip(&row[1..]) {
+                        *a += x;
                     }
-                    for (a, b) in var[i * v..(i + 1) * v].iter_mut().zip(&row[1 + dm..]) {
-                        *a += b;
+                    for (a, x) in b.var[i * v..(i + 1) * v].iter_mut().zip(&row[1 + dm..]) {
+                        *a += x;
                     }
                 }
             }
         })
     });
+}
+
+/// Consecutive components of one state's accumulator: disjoint slices of
+/// its rows, to fill in parallel.
+pub(super) struct RowBlock<'a> {
+    /// The block's first component.
+    pub first: usize,
+    pub occupancy: &'a mut [f64],
+    /// Mean rows (empty when means are not accumulated).
+    pub mean: &'a mut [f64],
+    /// Variance rows (empty when variances are not accumulated).
+    pub var: &'a mut [f64],
+}
+
+/// `a`'s components in blocks of `rows` (the last may be shorter).
+pub(super) fn row_blocks(a: &mut GmmAccumulator, rows: usize) -> Vec<RowBlock<'_>> {
+    let m = a.occupancy.len();
+    let dm = a.mean_acc.len() / m.max(1);
+    let v = a.var_acc.len() / m.max(1);
+    let (mut occ, mut mean, mut var) = (
+        &mut a.occupancy[..],
+        &mut a.mean_acc[..],
+        &mut a.var_acc[..],
+    );
+    let mut blocks = Vec::with_capacity(m.div_ceil(rows.max(1)));
+    let mut g0 = 0;
+    while g0 < m {
+        let r = (m - g0).min(rows.max(1));
+        let (o1, o2) = std::mem::take(&mut occ).split_at_mut(r);
+        let (m1, m2) = std::mem::take(&mut mean).split_at_mut(r * dm);
+        let (v1, v2) = std::mem::take(&mut var).split_at_mut(r * v);
+        (occ, mean, var) = (o2, m2, v2);
+        blocks.push(RowBlock {
+            first: g0,
+            occupancy: o1,
+            mean: m1,
+            var: v1,
+        });
+        g0 += r;
+    }
+    blocks
 }
 
 fn check_acc(p: &PackedModel, acc: &ModelAccumulators) -> Result<()> {
@@ -269,6 +295,14 @@ fn check_targets(p: &PackedModel, frames: usize, targets: &FrameTargets<'_>) -> 
                 )));
             }
         }
+        FrameTargets::Selected(sel) => {
+            let Some(&m) = p.counts.first() else {
+                return Err(Error::Mismatch(
+                    "Gaussian selection needs a model with a state".into(),
+                ));
+            };
+            sel.validate(frames, m)?;
+        }
     }
     Ok(())
 }
@@ -314,6 +348,8 @@ fn chunk_into(
     match *targets {
         FrameTargets::Global => entries.extend((t0..t1).map(|t| (0, t as u32, 1.0))),
         FrameTargets::Aligned(ali) => entries.extend((t0..t1).map(|t| (ali[t], t as u32, 1.0))),
+        // Taken by `selected::accumulate` before any chunk.
+        FrameTargets::Selected(_) => {}
         FrameTargets::Weighted { offsets, pairs } => {
             for t in t0..t1 {
                 entries.extend(

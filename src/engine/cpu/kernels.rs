@@ -586,9 +586,7 @@ mod avx2 {
         let mut ap = [a; N];
         let mut acc = [_mm256_setzero_ps(); N];
         for j in 0..N {
-            let p = panels[j] as usize;
-            ap[j] = a.add(p * k * LANES);
-            acc[j] = _mm256_loadu_ps(bias.add(p * LANES));
+            ap[j] = a.add(panels[j] as usize * k * LANES);
         }
         for kk in 0..k {
             let xv = _mm256_broadcast_ss(&*xe.add(kk));
@@ -596,8 +594,10 @@ mod avx2 {
                 acc[j] = _mm256_fmadd_ps(xv, _mm256_loadu_ps(ap[j].add(kk * LANES)), acc[j]);
             }
         }
+        // The gconst last, as `kernel` adds it.
         for (j, v) in acc.iter().enumerate() {
-            _mm256_storeu_ps(out.add(j * LANES), *v);
+            let b = _mm256_loadu_ps(bias.add(panels[j] as usize * LANES));
+            _mm256_storeu_ps(out.add(j * LANES), _mm256_add_ps(*v, b));
         }
     }
 
@@ -811,6 +811,38 @@ mod tests {
         portable_loglikes(rows, k, &xe, k, &a, &bias, panels, &mut o2, panels * LANES);
         // Inputs are exact in a few bits, so FMA and mul+add round the same.
         assert_eq!(o1, o2);
+    }
+
+    /// The gathered kernel's values are the block kernel's bit for bit, on
+    /// inputs whose sums round (so the order of the additions shows): the
+    /// contract alignment's on-demand likelihoods and Gaussian selection
+    /// rely on.
+    #[test]
+    fn gathered_loglikes_are_the_block_kernels_bit_for_bit() {
+        let (k, np) = (37, 11);
+        let xe: Vec<f32> = (0..k)
+            .map(|i| ((i * 7919 % 1013) as f32).sin() * 3.1)
+            .collect();
+        let a: Vec<f32> = (0..np * k * LANES)
+            .map(|i| ((i * 104_729 % 997) as f32).cos() * 1.7)
+            .collect();
+        let bias: Vec<f32> = (0..np * LANES)
+            .map(|i| -(i as f32) * 13.37 - 55.5)
+            .collect();
+        let mut block = vec![0f32; np * LANES];
+        loglikes(1, k, &xe, k, &a, &bias, np, &mut block, np * LANES);
+        // Every group size of the gathered kernel (8, 4, 2, 1), out of order.
+        let panels: Vec<u32> = vec![10, 3, 0, 7, 1, 9, 2, 4, 8, 6, 5, 3, 10, 0, 7];
+        let mut got = vec![0f32; panels.len() * LANES];
+        gathered_loglikes(k, &xe, &a, &bias, &panels, &mut got);
+        for (i, &p) in panels.iter().enumerate() {
+            let p = p as usize;
+            assert_eq!(
+                &got[i * LANES..(i + 1) * LANES],
+                &block[p * LANES..(p + 1) * LANES],
+                "panel {p}"
+            );
+        }
     }
 
     /// Packed operands of [`stats`] and the plain f64 sum they stand for.

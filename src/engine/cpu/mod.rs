@@ -26,6 +26,7 @@
 
 mod accumulate;
 pub mod kernels;
+mod selected;
 
 use rayon::prelude::*;
 

@@ -264,6 +264,7 @@ impl KernelShape {
             }
             s.push_str("};\n");
         }
+        s.push_str(&super::gselect::GselectShape::new(self.dim, self.kind).prelude());
         s.push_str("__device__ const unsigned short ZORD[] = {");
         for k in scoring_z_order(self.dim, self.kind) {
             s.push_str(&format!("{k},"));
@@ -362,13 +363,7 @@ pub fn cached_for(cc: (i32, i32)) -> bool {
 /// on an H100 when the driver's own cache misses) and without loading
 /// NVRTC at all.
 pub fn image_for(shape: &KernelShape, cc: (i32, i32)) -> Result<Ptx> {
-    let src = format!(
-        "{}{}{}{}",
-        shape.prelude(),
-        GMM_SOURCE,
-        ESTEP_F16_SOURCE,
-        ESTEP_FULL_SOURCE
-    );
+    let src = source_for(shape);
     let arch = format!("sm_{}{}", cc.0, cc.1);
     let path = image_path(&src, &arch);
     if let Some(bin) = path.as_ref().and_then(|p| std::fs::read(p).ok()) {
@@ -382,6 +377,19 @@ pub fn image_for(shape: &KernelShape, cc: (i32, i32)) -> Result<Ptx> {
         store(p, &bin);
     }
     Ok(Ptx::from_binary(bin))
+}
+
+/// The whole kernel source of one shape: its `#define`s, then the kernel
+/// files.
+fn source_for(shape: &KernelShape) -> String {
+    format!(
+        "{}{}{}{}{}",
+        shape.prelude(),
+        GMM_SOURCE,
+        ESTEP_F16_SOURCE,
+        ESTEP_FULL_SOURCE,
+        super::gselect::GSELECT_SOURCE
+    )
 }
 
 /// NVRTC: `src` to a CUBIN for `arch` (`sm_XY`).
@@ -457,6 +465,41 @@ fn store(path: &std::path::Path, bytes: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every kernel compiles with NVRTC for model shapes of both kinds,
+    /// with and without the tensor cores, no device needed: run with
+    /// `--ignored` where NVRTC is found (e.g. `LD_LIBRARY_PATH` naming a
+    /// folder with libnvrtc.so); skipped where it is not.
+    #[test]
+    #[ignore = "needs NVRTC; no GPU"]
+    fn every_kernel_compiles_with_nvrtc() {
+        // SAFETY: only tries to dlopen the library.
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            eprintln!("skipped: no NVRTC library");
+            return;
+        }
+        for (d, kind, cc, tc) in [
+            (60, CovKind::Full, (9, 0), ""),
+            (60, CovKind::Full, (7, 5), "0"),
+            (39, CovKind::Diagonal, (9, 0), ""),
+            (13, CovKind::Full, (8, 0), ""),
+            (1, CovKind::Full, (7, 5), "0"),
+            (1, CovKind::Diagonal, (9, 0), ""),
+            (200, CovKind::Full, (9, 0), ""),
+            (200, CovKind::Diagonal, (9, 0), ""),
+        ] {
+            let shape = KernelShape::for_model(d, kind, 64).for_device(cc, tc);
+            let src = source_for(&shape);
+            let arch = format!("sm_{}{}", cc.0, cc.1);
+            let t = std::time::Instant::now();
+            let bin = compile_cubin(&src, &arch).unwrap_or_else(|e| panic!("{shape:?}: {e}"));
+            eprintln!(
+                "D={d} {kind:?} {arch}: {} bytes in {:.1} s",
+                bin.len(),
+                t.elapsed().as_secs_f64()
+            );
+        }
+    }
 
     #[test]
     fn kz_counts_the_constant() {

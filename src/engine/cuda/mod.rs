@@ -17,6 +17,8 @@
 pub mod compile;
 pub mod estep16;
 pub mod estep_full;
+pub mod gselect;
+pub mod gselect_plan;
 pub mod model;
 mod operands;
 mod pinned;
@@ -54,6 +56,7 @@ pub(crate) struct Kernels {
     pub estep16: Option<Estep16Kernels>,
     /// The tensor-core E-step of one full-covariance GMM (`shape.fc16`).
     pub estep_full: Option<EstepFullKernels>,
+    pub gselect: gselect::GselectKernels,
     _module: Arc<CudaModule>,
 }
 
@@ -317,6 +320,7 @@ impl CudaEngine {
             } else {
                 None
             },
+            gselect: gselect::GselectKernels::load(&f, shape.dim, shape.kind)?,
             _module: module.clone(),
         });
         use cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES as MAX_DYN;

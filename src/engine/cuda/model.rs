@@ -35,6 +35,7 @@ use cudarc::driver::{
 use super::compile::KernelShape;
 use super::estep16::{self, Estep16};
 use super::estep_full::{self, EstepFull};
+use super::gselect::Gselect;
 use super::operands::to_fragments;
 use super::pinned::PinnedBuf;
 use super::plan::{self, PlanShape};
@@ -166,6 +167,8 @@ pub struct CudaModel<'e> {
     efull_chunks: usize,
     /// The fewest Gaussians for which global statistics take it.
     efull_min_gaussians: usize,
+    /// State 0 laid out for Gaussian selection.
+    gsel: Option<Gselect>,
 }
 
 /// Device statistics kept across deferred calls: the f64 accumulators, the
@@ -295,6 +298,7 @@ impl<'e> CudaModel<'e> {
             efull: None,
             efull_chunks: 0,
             efull_min_gaussians: estep_full::MIN_GAUSSIANS,
+            gsel: None,
         })
     }
 
@@ -740,6 +744,9 @@ impl<'e> CudaModel<'e> {
         acc64: &mut CudaSlice<f64>,
         total: &mut CudaSlice<f64>,
     ) -> Result<(f64, Option<(CudaEvent, CudaEvent)>)> {
+        if let FrameTargets::Selected(sel) = targets {
+            return self.selected_chunk(feats, sel, c0, c1, acc64, total);
+        }
         if let Some(xm) = xmax.filter(|_| self.e16_wanted(targets)) {
             self.ensure_e16()?;
             let e16 = self
@@ -921,6 +928,37 @@ impl<'e> CudaModel<'e> {
         Ok((p.total_weight, Some(ev)))
     }
 
+    /// [`Self::stats_chunk`] of a Gaussian selection: the host plan and its
+    /// upload, then the kernels between the timing events.
+    #[allow(clippy::too_many_arguments)]
+    fn selected_chunk(
+        &mut self,
+        feats: &CudaView<'_, f32>,
+        sel: &crate::engine::Selection<'_>,
+        c0: usize,
+        c1: usize,
+        acc64: &mut CudaSlice<f64>,
+        total: &mut CudaSlice<f64>,
+    ) -> Result<(f64, Option<(CudaEvent, CudaEvent)>)> {
+        if self.gsel.is_none() {
+            self.gsel = Some(Gselect::new(&self.eng.stream, &self.model)?);
+        }
+        let gs = self
+            .gsel
+            .as_ref()
+            .ok_or_else(|| Error::Engine("Gaussian selection layout missing".into()))?;
+        let s = &self.eng.stream;
+        let Some(mut work) = gs.upload(s, sel, c0, c1)? else {
+            return Ok((0.0, None));
+        };
+        let ev = (new_timing_event(self.eng)?, new_timing_event(self.eng)?);
+        let e = driver_err("timing");
+        ev.0.record(s).map_err(&e)?;
+        gs.launch(self.eng, &self.k, feats, &mut work, acc64, total)?;
+        ev.1.record(s).map_err(&e)?;
+        Ok((work.weight(), Some(ev)))
+    }
+
     /// Download the device accumulators and add them into `acc`.
     fn finish_stats(
         &mut self,
@@ -1040,7 +1078,7 @@ impl<'e> CudaModel<'e> {
     ) -> Result<f64> {
         check_dim("statistics", feats.dim, self.model.dim)?;
         self.check_acc(acc)?;
-        plan::validate(&targets, feats.frames, self.state_ng.len())?;
+        plan::validate(&targets, feats.frames, &self.state_ng)?;
         self.ensure_states()?;
         let s = self.eng.stream.clone();
         let e = driver_err("timing accumulate");
@@ -1416,7 +1454,7 @@ impl CudaModel<'_> {
     ) -> Result<Option<f64>> {
         check_dim("statistics", feats.dim, self.model.dim)?;
         self.check_acc(acc)?;
-        plan::validate(&targets, feats.frames, self.state_ng.len())?;
+        plan::validate(&targets, feats.frames, &self.state_ng)?;
         if feats.frames == 0 {
             return Ok(Some(0.0));
         }
@@ -1454,7 +1492,14 @@ impl CudaModel<'_> {
             + 12
             + (self.k.shape.gb * self.kz * 4 * self.state_ng.len().min(64)).div_ceil(ITEM_ENTRIES)
             + self.e16.as_ref().map_or(0, |e| e.bytes_per_frame())
-            + self.efull.as_ref().map_or(0, |e| e.bytes_per_frame());
+            + self.efull.as_ref().map_or(0, |e| e.bytes_per_frame())
+            + match targets {
+                FrameTargets::Selected(sel) => {
+                    let pairs = sel.components.len() as f64 / feats.frames.max(1) as f64;
+                    Gselect::bytes_per_frame(pairs, self.kz)
+                }
+                _ => 0,
+            };
         let nf = self.chunk_frames(feats.frames, per_frame)?;
         self.ensure_streaming(nf)?;
         for (ci, c0) in (0..feats.frames).step_by(nf).enumerate() {

@@ -47,8 +47,14 @@ pub struct PlanShape<'a> {
     pub state_first_gaussian: &'a [usize],
 }
 
-/// Check `targets` against a batch of `frames` frames and `states` states.
-pub fn validate(targets: &FrameTargets<'_>, frames: usize, states: usize) -> Result<()> {
+/// Check `targets` against a batch of `frames` frames and a model whose
+/// states have `state_gaussians` Gaussians.
+pub fn validate(
+    targets: &FrameTargets<'_>,
+    frames: usize,
+    state_gaussians: &[usize],
+) -> Result<()> {
+    let states = state_gaussians.len();
     match *targets {
         FrameTargets::Global => {
             if states == 0 {
@@ -97,6 +103,14 @@ pub fn validate(targets: &FrameTargets<'_>, frames: usize, states: usize) -> Res
                 )));
             }
         }
+        FrameTargets::Selected(sel) => match state_gaussians.first() {
+            Some(&m) => sel.validate(frames, m)?,
+            None => {
+                return Err(Error::Mismatch(
+                    "Gaussian selection needs a model with at least one state".into(),
+                ))
+            }
+        },
     }
     Ok(())
 }
@@ -150,6 +164,8 @@ pub fn plan(
             p.weight_of = Some(weight_of);
             push_runs(&bounds, &mut runs);
         }
+        // Planned by `gselect_plan` (its own kernels).
+        FrameTargets::Selected(_) => {}
     }
     for &(state, first, count) in &runs {
         let g = shape.state_gaussians[state];
@@ -274,7 +290,7 @@ mod tests {
             offsets: &offsets,
             pairs: &pairs,
         };
-        validate(&t, 3, 2).unwrap();
+        validate(&t, 3, &[1, 1]).unwrap();
         let p = plan(&t, 0, 3, &shape(&g, &first));
         assert_eq!(p.frame_of.as_deref(), Some(&[0u32, 0, 2][..]));
         assert_eq!(p.weight_of.as_deref(), Some(&[0.75f32, 0.25, 1.0][..]));
@@ -287,11 +303,11 @@ mod tests {
 
     #[test]
     fn bad_targets_are_refused_with_the_position() {
-        let e = validate(&FrameTargets::Aligned(&[0, 5]), 2, 3)
+        let e = validate(&FrameTargets::Aligned(&[0, 5]), 2, &[1; 3])
             .unwrap_err()
             .to_string();
         assert!(e.contains("frame 1") && e.contains("state 5"), "{e}");
-        let e = validate(&FrameTargets::Aligned(&[0]), 2, 3)
+        let e = validate(&FrameTargets::Aligned(&[0]), 2, &[1; 3])
             .unwrap_err()
             .to_string();
         assert!(e.contains("1 entries") && e.contains("2 frames"), "{e}");
@@ -303,7 +319,7 @@ mod tests {
                 pairs: &pairs
             },
             2,
-            1
+            &[1]
         )
         .is_err());
     }

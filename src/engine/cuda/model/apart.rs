@@ -54,7 +54,7 @@ impl CudaModel<'_> {
     ) -> Result<()> {
         super::check_dim("statistics", feats.dim, self.model.dim)?;
         self.check_acc(shape)?;
-        plan::validate(targets, feats.frames, self.state_ng.len())?;
+        plan::validate(targets, feats.frames, &self.state_ng)?;
         if feats.frames == 0 {
             self.apart.push_back(ApartBatch { copy: None });
             return Ok(());
