@@ -380,6 +380,7 @@ fn search_batch(
             })?;
             let n = ll.len();
             let t1 = Instant::now();
+            let tid_column: Vec<u32> = id2pdf.iter().map(|&p| p.max(0) as u32).collect();
             let parts = split_rows(ll, batch.iter().map(|p| p.feats.rows()), np);
             let outcomes = batch
                 .par_iter()
@@ -387,8 +388,8 @@ fn search_batch(
                 .map(|(p, &ll)| {
                     let mut costs = ScaledLoglikes {
                         loglikes: ll,
-                        num_pdfs: np,
-                        id2pdf,
+                        columns: np,
+                        tid_column: &tid_column,
                         scale: s.acoustic_scale,
                     };
                     align_utterance(&p.graph, &mut costs, &s.config, s.decoder)

@@ -75,54 +75,6 @@ pub fn loglikes(
     portable_loglikes(rows, k, xe, ldx, a, bias, panels, out, ldo);
 }
 
-/// Log-likelihoods of one expanded frame `xe` (length `k`) against the
-/// panels listed in `panels` (indices into `a`: `_ × k × LANES`, and `bias`:
-/// `_ × LANES`), panel `i`'s lanes into `out[i·LANES..]`. Each value is
-/// bit-identical to [`loglikes`]' for that frame and panel (the same fused
-/// multiply-adds in the same order); several panels are in flight at once,
-/// so one frame is not bound by the latency of one accumulator's chain.
-pub fn gathered_loglikes(
-    k: usize,
-    xe: &[f32],
-    a: &[f32],
-    bias: &[f32],
-    panels: &[u32],
-    out: &mut [f32],
-) {
-    assert!(xe.len() >= k && out.len() >= panels.len() * LANES);
-    let np = bias.len() / LANES;
-    assert!(a.len() >= np * k * LANES && panels.iter().all(|&p| (p as usize) < np));
-    #[cfg(target_arch = "x86_64")]
-    if has_avx2_fma() {
-        // SAFETY: the CPU has AVX2 and FMA; sizes and panel indices checked above.
-        unsafe {
-            avx2::gathered_loglikes(
-                k,
-                xe.as_ptr(),
-                a.as_ptr(),
-                bias.as_ptr(),
-                panels,
-                out.as_mut_ptr(),
-            )
-        };
-        return;
-    }
-    for (i, &p) in panels.iter().enumerate() {
-        let p = p as usize;
-        portable_loglikes(
-            1,
-            k,
-            xe,
-            k,
-            &a[p * k * LANES..(p + 1) * k * LANES],
-            &bias[p * LANES..(p + 1) * LANES],
-            1,
-            &mut out[i * LANES..(i + 1) * LANES],
-            LANES,
-        );
-    }
-}
-
 #[allow(clippy::too_many_arguments)]
 fn portable_loglikes(
     rows: usize,
@@ -536,68 +488,6 @@ mod avx2 {
                 out.add(p * LANES),
                 ldo,
             );
-        }
-    }
-
-    /// See [`super::gathered_loglikes`]: groups of 8 panels, 8 independent
-    /// accumulators sharing each broadcast of the frame.
-    #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn gathered_loglikes(
-        k: usize,
-        xe: *const f32,
-        a: *const f32,
-        bias: *const f32,
-        panels: &[u32],
-        out: *mut f32,
-    ) {
-        let mut groups = panels.chunks_exact(8);
-        let mut o = out;
-        for g in &mut groups {
-            gathered::<8>(k, xe, a, bias, g, o);
-            o = o.add(8 * LANES);
-        }
-        let rest = groups.remainder();
-        let mut i = 0;
-        if rest.len() - i >= 4 {
-            gathered::<4>(k, xe, a, bias, &rest[i..i + 4], o);
-            o = o.add(4 * LANES);
-            i += 4;
-        }
-        if rest.len() - i >= 2 {
-            gathered::<2>(k, xe, a, bias, &rest[i..i + 2], o);
-            o = o.add(2 * LANES);
-            i += 2;
-        }
-        if rest.len() > i {
-            gathered::<1>(k, xe, a, bias, &rest[i..], o);
-        }
-    }
-
-    #[target_feature(enable = "avx2,fma")]
-    #[inline]
-    unsafe fn gathered<const N: usize>(
-        k: usize,
-        xe: *const f32,
-        a: *const f32,
-        bias: *const f32,
-        panels: &[u32],
-        out: *mut f32,
-    ) {
-        let mut ap = [a; N];
-        let mut acc = [_mm256_setzero_ps(); N];
-        for j in 0..N {
-            let p = panels[j] as usize;
-            ap[j] = a.add(p * k * LANES);
-            acc[j] = _mm256_loadu_ps(bias.add(p * LANES));
-        }
-        for kk in 0..k {
-            let xv = _mm256_broadcast_ss(&*xe.add(kk));
-            for j in 0..N {
-                acc[j] = _mm256_fmadd_ps(xv, _mm256_loadu_ps(ap[j].add(kk * LANES)), acc[j]);
-            }
-        }
-        for (j, v) in acc.iter().enumerate() {
-            _mm256_storeu_ps(out.add(j * LANES), *v);
         }
     }
 

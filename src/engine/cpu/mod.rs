@@ -207,45 +207,35 @@ impl PackedModel {
     }
 
     /// Log-likelihoods of the components of state `s` for `rows` expanded
-    /// frames `xe` (`rows × k`): `l` gets `rows × panels·LANES` (row stride
-    /// returned).
+    /// frames `xe` (`rows × k`): the first `rows × panels·LANES` values of
+    /// `l` (grown when shorter; row stride returned).
     pub fn component_block(&self, s: usize, rows: usize, xe: &[f32], l: &mut Vec<f32>) -> usize {
         let (np, a, bias) = self.state_panels(s);
         let ldo = np * LANES;
-        l.clear();
-        l.resize(rows * ldo, 0.0);
+        if l.len() < rows * ldo {
+            l.resize(rows * ldo, 0.0);
+        }
         kernels::loglikes(rows, self.k, xe, self.k, a, bias, np, l, ldo);
         ldo
     }
 
-    /// The log-likelihoods of `states` for one expanded frame `xe` into `out`
-    /// (one per state; `panels`, `comp`: scratch); each bit-identical to
-    /// that element of [`Self::score_block`].
-    pub fn some_state_loglikes(
+    /// The log-likelihoods of state `s` for `rows` expanded frames `xe`
+    /// (`rows × k`) into `out[r · stride]` (`comp`: scratch): the arithmetic
+    /// of every state log-likelihood this engine computes, so a value is the
+    /// same bits whichever caller asks and with whichever rows.
+    pub fn state_rows(
         &self,
-        states: &[u32],
+        s: usize,
+        rows: usize,
         xe: &[f32],
-        panels: &mut Vec<u32>,
         comp: &mut Vec<f32>,
         out: &mut [f32],
+        stride: usize,
     ) {
-        panels.clear();
-        for &s in states {
-            let (p0, p1) = (
-                self.panel_offsets[s as usize],
-                self.panel_offsets[s as usize + 1],
-            );
-            panels.extend(p0 as u32..p1 as u32);
-        }
-        comp.clear();
-        comp.resize(panels.len() * LANES, 0.0);
-        kernels::gathered_loglikes(self.k, xe, &self.a, &self.bias, panels, comp);
-        let mut at = 0;
-        for (&s, o) in states.iter().zip(out.iter_mut()) {
-            let n = (self.panel_offsets[s as usize + 1] - self.panel_offsets[s as usize]) * LANES;
-            // Whole panels: virtual lanes are −∞ and add exactly 0.
-            *o = kernels::log_sum_exp(&comp[at..at + n]);
-            at += n;
+        let ldo = self.component_block(s, rows, xe, comp);
+        for r in 0..rows {
+            // Whole padded rows: virtual lanes are −∞ and add exactly 0.
+            out[r * stride] = kernels::log_sum_exp(&comp[r * ldo..(r + 1) * ldo]);
         }
     }
 
@@ -258,11 +248,7 @@ impl PackedModel {
         }
         let mut l = Vec::new();
         for s in 0..ns {
-            let ldo = self.component_block(s, rows, &xe, &mut l);
-            // Whole padded rows: virtual lanes are −∞ and add exactly 0.
-            for r in 0..rows {
-                out[r * ns + s] = kernels::log_sum_exp(&l[r * ldo..(r + 1) * ldo]);
-            }
+            self.state_rows(s, rows, &xe, &mut l, &mut out[s..], ns);
         }
     }
 }
