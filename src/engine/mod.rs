@@ -11,8 +11,10 @@ pub mod cpu;
 pub mod cuda;
 pub mod host_frames;
 pub mod reference;
+pub mod subsets;
 
 pub use host_frames::{FrameSource, HostFrames, LentMemory};
+pub use subsets::StateSubsets;
 
 use crate::model::AcousticModel;
 use crate::stats::ModelAccumulators;
@@ -84,6 +86,26 @@ pub trait LoadedModel {
     /// Per-frame per-state log-likelihoods: `out` is `frames × num_states`,
     /// row-major.
     fn state_loglikes(&mut self, feats: FrameBatch<'_>, out: &mut [f32]) -> Result<()>;
+
+    /// [`state_loglikes`](Self::state_loglikes) of only the states each
+    /// utterance of the batch needs (`subsets`; its frames are the batch's
+    /// rows in order): `out` gets, utterance after utterance, its `frames ×
+    /// columns` values, row-major, each the bits `state_loglikes` gives for
+    /// that frame and state. Default: every state, then the columns gathered
+    /// on the host.
+    fn state_loglikes_subset(
+        &mut self,
+        feats: FrameBatch<'_>,
+        subsets: &StateSubsets,
+        out: &mut [f32],
+    ) -> Result<()> {
+        let ns = self.num_states();
+        subsets.check(feats.frames, ns, out.len())?;
+        let mut all = vec![0f32; feats.frames * ns];
+        self.state_loglikes(feats, &mut all)?;
+        subsets.gather(&all, ns, out);
+        Ok(())
+    }
 
     /// Per-frame log-likelihoods of each component of `state` (log weight
     /// included): `out` is `frames × components(state)`. Posteriors within a

@@ -29,7 +29,7 @@ pub mod kernels;
 
 use rayon::prelude::*;
 
-use super::{Engine, FrameBatch, FrameTargets, LoadedModel};
+use super::{Engine, FrameBatch, FrameTargets, LoadedModel, StateSubsets};
 use crate::model::{AcousticModel, CovKind};
 use crate::stats::ModelAccumulators;
 use crate::{Error, Result};
@@ -239,16 +239,17 @@ impl PackedModel {
         }
     }
 
-    /// State log-likelihoods for a block of frames into `out` (`rows × S`).
-    fn score_block(&self, feats: &[f32], rows: usize, out: &mut [f32]) {
-        let (d, k, ns) = (self.dim, self.k, self.num_states());
+    /// The log-likelihoods of `states` for a block of frames into `out`
+    /// (`rows × states.len()`).
+    fn score_columns(&self, feats: &[f32], rows: usize, states: &[u32], out: &mut [f32]) {
+        let (d, k) = (self.dim, self.k);
         let mut xe = vec![0f32; rows * k];
         for r in 0..rows {
             self.expand(&feats[r * d..(r + 1) * d], &mut xe[r * k..(r + 1) * k]);
         }
         let mut l = Vec::new();
-        for s in 0..ns {
-            self.state_rows(s, rows, &xe, &mut l, &mut out[s..], ns);
+        for (c, &s) in states.iter().enumerate() {
+            self.state_rows(s as usize, rows, &xe, &mut l, &mut out[c..], states.len());
         }
     }
 }
@@ -263,6 +264,9 @@ fn term_start(kind: CovKind, d: usize, i: usize) -> usize {
         CovKind::Full => (i + 1..d).map(|j| j + 2).sum(),
     }
 }
+
+/// Frames per parallel block of a subset call (a multiple of the kernel's rows).
+const SUBSET_ROWS: usize = 20 * kernels::MR;
 
 /// A model loaded on the CPU engine.
 pub struct CpuModel<'e> {
@@ -315,10 +319,43 @@ impl LoadedModel for CpuModel<'_> {
             .next_multiple_of(kernels::MR)
             .clamp(kernels::MR, 120);
         let d = p.dim;
+        let all: Vec<u32> = (0..ns as u32).collect();
         self.engine.pool.install(|| {
             out.par_chunks_mut(fr * ns).enumerate().for_each(|(i, o)| {
                 let rows = o.len() / ns;
-                p.score_block(&feats.data[i * fr * d..(i * fr + rows) * d], rows, o);
+                p.score_columns(&feats.data[i * fr * d..(i * fr + rows) * d], rows, &all, o);
+            })
+        });
+        Ok(())
+    }
+
+    /// Only the states asked for, each utterance's rows in blocks of up to
+    /// 120 frames in parallel (`state_rows`, as every score of this engine).
+    fn state_loglikes_subset(
+        &mut self,
+        feats: FrameBatch<'_>,
+        subsets: &StateSubsets,
+        out: &mut [f32],
+    ) -> Result<()> {
+        let p = &self.packed;
+        check_feats(p, &feats)?;
+        subsets.check(feats.frames, p.num_states(), out.len())?;
+        let d = p.dim;
+        let mut jobs = Vec::new();
+        let mut row = 0;
+        for (u, block) in subsets.split_mut(out).into_iter().enumerate() {
+            let states = subsets.states(u);
+            if !states.is_empty() {
+                for (i, o) in block.chunks_mut(SUBSET_ROWS * states.len()).enumerate() {
+                    jobs.push((row + i * SUBSET_ROWS, states, o));
+                }
+            }
+            row += subsets.frames(u);
+        }
+        self.engine.pool.install(|| {
+            jobs.into_par_iter().for_each(|(r0, states, o)| {
+                let rows = o.len() / states.len();
+                p.score_columns(&feats.data[r0 * d..(r0 + rows) * d], rows, states, o);
             })
         });
         Ok(())
