@@ -8,11 +8,11 @@
 use super::decoder::AcousticCosts;
 use crate::engine::cpu::{kernels, PackedModel};
 
-/// Costs over precomputed log-likelihoods: `frames × columns`, row-major,
-/// where pdf `p`'s column is `column[p]` (every pdf: the identity; an
-/// utterance's own pdfs: see `crate::engine::StateSubsets`).
+/// Costs over precomputed log-likelihoods: `frames × columns`, row-major
+/// (every pdf, or an utterance's own: see `crate::engine::StateSubsets`).
 pub struct ScaledLoglikes<'a> {
     pub loglikes: &'a [f32],
+    pub frames: usize,
     pub columns: usize,
     /// Transition-id → the column of its pdf (entry 0 unused).
     pub tid_column: &'a [u32],
@@ -21,7 +21,7 @@ pub struct ScaledLoglikes<'a> {
 
 impl AcousticCosts for ScaledLoglikes<'_> {
     fn num_frames(&self) -> usize {
-        self.loglikes.len() / self.columns.max(1)
+        self.frames
     }
 
     #[inline]
@@ -195,6 +195,7 @@ mod tests {
         let tid_column: Vec<u32> = id2pdf.iter().map(|&p| p.max(0) as u32).collect();
         let batch = ScaledLoglikes {
             loglikes: &all,
+            frames,
             columns: np,
             tid_column: &tid_column,
             scale: 0.1,
