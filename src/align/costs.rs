@@ -9,13 +9,12 @@ use super::decoder::AcousticCosts;
 use crate::engine::cpu::{kernels, PackedModel};
 
 /// Costs over precomputed log-likelihoods: `frames × columns`, row-major
-/// (every pdf, or an utterance's own: see `crate::engine::StateSubsets`).
+/// (every pdf, or the pdfs an utterance's graph reaches:
+/// `DecodingGraph::compact_columns`).
 pub struct ScaledLoglikes<'a> {
     pub loglikes: &'a [f32],
     pub frames: usize,
     pub columns: usize,
-    /// Transition-id → the column of its pdf (entry 0 unused).
-    pub tid_column: &'a [u32],
     pub scale: f32,
 }
 
@@ -25,9 +24,8 @@ impl AcousticCosts for ScaledLoglikes<'_> {
     }
 
     #[inline]
-    fn cost(&self, frame: usize, tid: i32) -> f32 {
-        let c = self.tid_column[tid as usize] as usize;
-        -(self.scale * self.loglikes[frame * self.columns + c])
+    fn cost(&mut self, frame: usize, column: u32) -> f32 {
+        -(self.scale * self.loglikes[frame * self.columns + column as usize])
     }
 }
 
@@ -38,21 +36,22 @@ impl AcousticCosts for ScaledLoglikes<'_> {
 /// by about six.
 pub const WINDOW: usize = kernels::MR;
 
-/// Frames between two timed frames of [`LazyLoglikes`].
+/// Windows between two timed windows of [`LazyLoglikes`] (a clock read
+/// costs about a tenth of a window).
 const SAMPLE: usize = 7;
 
-/// `DecodableAmDiagGmmScaled` itself: a pdf's log-likelihood is computed
-/// when the search first asks for it at a frame (the set Kaldi's decodable
-/// computes), together with the next [`WINDOW`] − 1 frames', and kept for
-/// them. The values are the CPU engine's (`PackedModel::state_rows`, the
-/// arithmetic of its batch scores), so bit-identical to them. Forced
-/// alignment visits a few pdfs a frame, so this does a fraction of the work
-/// of scoring every pdf. Also counts the time spent computing.
+/// `DecodableAmDiagGmmScaled` itself (the graph's columns are pdfs): a
+/// pdf's log-likelihood is computed when the search first asks for it at a
+/// frame (the set Kaldi's decodable computes), together with the next
+/// [`WINDOW`] − 1 frames', and kept for them. The values are the CPU
+/// engine's (`PackedModel::state_rows`, the arithmetic of its batch
+/// scores), so bit-identical to them. Forced alignment visits a few pdfs a
+/// frame, so this does a fraction of the work of scoring every pdf. Also
+/// counts the time spent computing.
 pub struct LazyLoglikes<'a> {
     model: &'a PackedModel,
     /// `frames × dim`, row-major.
     feats: &'a [f32],
-    id2pdf: &'a [i32],
     scale: f32,
     frames: usize,
     /// Expanded frames (`frames × k`), the first `expanded` of them filled.
@@ -62,27 +61,26 @@ pub struct LazyLoglikes<'a> {
     /// window's log-likelihoods (`pdfs × WINDOW`).
     from: Vec<u32>,
     window: Vec<f32>,
-    /// Per pdf: its cost at the current frame, valid where `stamp` is the
-    /// frame + 1.
+    /// Per pdf: its cost at the frame `stamp` − 1.
     cost: Vec<f32>,
     stamp: Vec<u32>,
     /// Kernel output (scratch).
     comp: Vec<f32>,
     /// Time spent computing log-likelihoods (an estimate: every
-    /// [`SAMPLE`]th frame's, times [`SAMPLE`]).
+    /// [`SAMPLE`]th window's, times [`SAMPLE`]).
     pub busy: std::time::Duration,
     /// Pdf log-likelihoods computed.
     pub computed: usize,
+    windows: usize,
 }
 
 impl<'a> LazyLoglikes<'a> {
-    pub fn new(model: &'a PackedModel, feats: &'a [f32], id2pdf: &'a [i32], scale: f32) -> Self {
+    pub fn new(model: &'a PackedModel, feats: &'a [f32], scale: f32) -> Self {
         let np = model.num_states();
         let frames = feats.len() / model.dim.max(1);
         LazyLoglikes {
             model,
             feats,
-            id2pdf,
             scale,
             frames,
             xe: vec![0.0; frames * model.k],
@@ -94,6 +92,7 @@ impl<'a> LazyLoglikes<'a> {
             comp: Vec::new(),
             busy: std::time::Duration::ZERO,
             computed: 0,
+            windows: 0,
         }
     }
 
@@ -107,6 +106,26 @@ impl<'a> LazyLoglikes<'a> {
             );
         }
         self.expanded = self.expanded.max(upto);
+    }
+
+    /// The cost of `pdf` at `frame`, from its window (computed first when
+    /// the window does not hold the frame).
+    #[inline(never)]
+    fn refresh(&mut self, pdf: usize, frame: usize) {
+        let from = self.from[pdf] as usize;
+        if from == 0 || frame + 1 < from || frame + 1 >= from + WINDOW {
+            self.windows += 1;
+            if self.windows % SAMPLE == 0 {
+                let t0 = std::time::Instant::now();
+                self.fill(pdf, frame);
+                self.busy += SAMPLE as u32 * t0.elapsed();
+            } else {
+                self.fill(pdf, frame);
+            }
+        }
+        let at = pdf * WINDOW + frame + 1 - self.from[pdf] as usize;
+        self.cost[pdf] = -(self.scale * self.window[at]);
+        self.stamp[pdf] = frame as u32 + 1;
     }
 
     /// The window of `pdf` from `frame` on.
@@ -133,35 +152,12 @@ impl AcousticCosts for LazyLoglikes<'_> {
     }
 
     #[inline]
-    fn cost(&self, _frame: usize, tid: i32) -> f32 {
-        self.cost[self.id2pdf[tid as usize] as usize]
-    }
-
-    fn lazy(&self) -> bool {
-        true
-    }
-
-    fn prepare(&mut self, frame: usize, tids: &[i32]) {
-        // Timed on every 7th frame (a clock read costs ~2 % of a frame; 7
-        // is prime to the window, whose fills recur every WINDOW frames).
-        let t0 = (frame % SAMPLE == 0).then(std::time::Instant::now);
-        let mark = frame as u32 + 1;
-        for &tid in tids {
-            let pdf = self.id2pdf[tid as usize] as usize;
-            if self.stamp[pdf] == mark {
-                continue;
-            }
-            self.stamp[pdf] = mark;
-            let from = self.from[pdf] as usize;
-            if from == 0 || frame + 1 < from || frame + 1 >= from + WINDOW {
-                self.fill(pdf, frame);
-            }
-            let at = pdf * WINDOW + frame + 1 - self.from[pdf] as usize;
-            self.cost[pdf] = -(self.scale * self.window[at]);
+    fn cost(&mut self, frame: usize, pdf: u32) -> f32 {
+        let pdf = pdf as usize;
+        if self.stamp[pdf] != frame as u32 + 1 {
+            self.refresh(pdf, frame);
         }
-        if let Some(t0) = t0 {
-            self.busy += SAMPLE as u32 * t0.elapsed();
-        }
+        self.cost[pdf]
     }
 }
 
@@ -191,32 +187,23 @@ mod tests {
         loaded
             .state_loglikes(FrameBatch::new(&feats, d), &mut all)
             .unwrap();
-        let id2pdf = kaldi.trans.id2pdf();
-        let tid_column: Vec<u32> = id2pdf.iter().map(|&p| p.max(0) as u32).collect();
-        let batch = ScaledLoglikes {
+        let mut batch = ScaledLoglikes {
             loglikes: &all,
             frames,
             columns: np,
-            tid_column: &tid_column,
             scale: 0.1,
         };
         let packed = CpuEngine::pack(&model).unwrap();
-        let mut lazy = LazyLoglikes::new(&packed, &feats, id2pdf, 0.1);
-        let tids = 1..id2pdf.len() as i32;
+        let mut lazy = LazyLoglikes::new(&packed, &feats, 0.1);
         for pass in 0..2 {
             for t in 0..frames {
-                // A changing subset: tid asked at t when (tid + t / 3 + pass) % 4 != 0.
-                let ask: Vec<i32> = tids
-                    .clone()
-                    .filter(|&i| (i as usize + t / 3 + pass) % 4 != 0)
-                    .collect();
-                lazy.prepare(t, &ask);
-                for &tid in &ask {
-                    assert_eq!(
-                        lazy.cost(t, tid).to_bits(),
-                        batch.cost(t, tid).to_bits(),
-                        "frame {t}, tid {tid}"
-                    );
+                // A changing subset: pdf asked at t when (pdf + t / 3 + pass) % 4 != 0,
+                // some twice.
+                for pdf in (0..np as u32).filter(|&p| (p as usize + t / 3 + pass) % 4 != 0) {
+                    for _ in 0..1 + pdf % 2 {
+                        let (a, b) = (lazy.cost(t, pdf), batch.cost(t, pdf));
+                        assert_eq!(a.to_bits(), b.to_bits(), "frame {t}, pdf {pdf}");
+                    }
                 }
             }
         }

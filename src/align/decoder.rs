@@ -33,23 +33,14 @@ impl Default for DecoderOptions {
     }
 }
 
-/// Per-frame acoustic costs: `cost(frame, tid)` = −(scaled log-likelihood
-/// of the transition-id's pdf), Kaldi's `-decodable->LogLikelihood`.
-///
-/// A source that computes costs on demand (only the pdfs the search reaches,
-/// as Kaldi's decodable does) says so with [`Self::lazy`]; the decoder then
-/// calls [`Self::prepare`] before each frame's costs with every
-/// transition-id it will ask for: those of the emitting arcs out of the
-/// tokens within the frame's cutoff, the set Kaldi's decodable is asked for.
+/// Per-frame acoustic costs: `cost(frame, column)` = −(scaled
+/// log-likelihood of the pdf an emitting arc's `column` names), Kaldi's
+/// `-decodable->LogLikelihood`. A source may compute a cost when it is first
+/// asked for (as Kaldi's decodable does): the search asks, frame by frame,
+/// for the costs of the emitting arcs it follows, and only those.
 pub trait AcousticCosts {
     fn num_frames(&self) -> usize;
-    fn cost(&self, frame: usize, tid: i32) -> f32;
-    /// Whether [`Self::prepare`] must be called before a frame's costs.
-    fn lazy(&self) -> bool {
-        false
-    }
-    /// Make the costs of `tids` at `frame` ready.
-    fn prepare(&mut self, _frame: usize, _tids: &[i32]) {}
+    fn cost(&mut self, frame: usize, column: u32) -> f32;
 }
 
 const NONE: u32 = u32::MAX;
@@ -189,8 +180,6 @@ pub struct FasterDecoder<'g> {
     tokens: Vec<Token>,
     queue: Vec<u32>,
     tmp: Vec<f64>,
-    /// Transition-ids of a frame for a lazy cost source.
-    tids: Vec<i32>,
 }
 
 impl<'g> FasterDecoder<'g> {
@@ -202,7 +191,6 @@ impl<'g> FasterDecoder<'g> {
             tokens: Vec::new(),
             queue: Vec::new(),
             tmp: Vec::new(),
-            tids: Vec::new(),
         }
     }
 
@@ -318,23 +306,16 @@ impl<'g> FasterDecoder<'g> {
             self.toks.set_size(new_sz);
         }
         let graph = self.graph;
-        if ac.lazy() {
-            self.collect_tids(last, head, weight_cutoff, best_elem);
-            ac.prepare(frame, &self.tids);
-        }
-        let ac: &A = ac;
         let ab = adaptive_beam as f64;
         let mut next_cutoff = f64::INFINITY;
         if best_elem != NONE {
             let el = last[best_elem as usize];
             let cost = self.tokens[el.tok as usize].cost;
-            for arc in graph.arcs_of(el.key) {
-                if arc.ilabel != 0 {
-                    let ac_cost = ac.cost(frame, arc.ilabel);
-                    let w = arc.weight as f64 + cost + ac_cost as f64;
-                    if w + ab < next_cutoff {
-                        next_cutoff = w + ab;
-                    }
+            for arc in graph.emitting_arcs(el.key) {
+                let ac_cost = ac.cost(frame, arc.column);
+                let w = arc.weight as f64 + cost + ac_cost as f64;
+                if w + ab < next_cutoff {
+                    next_cutoff = w + ab;
                 }
             }
         }
@@ -343,11 +324,8 @@ impl<'g> FasterDecoder<'g> {
             let el = last[e as usize];
             let tok_cost = self.tokens[el.tok as usize].cost;
             if tok_cost < weight_cutoff {
-                for arc in graph.arcs_of(el.key) {
-                    if arc.ilabel == 0 {
-                        continue;
-                    }
-                    let ac_cost = ac.cost(frame, arc.ilabel);
+                for arc in graph.emitting_arcs(el.key) {
+                    let ac_cost = ac.cost(frame, arc.column);
                     let w = arc.weight as f64 + tok_cost + ac_cost as f64;
                     if w < next_cutoff {
                         let cost = tok_cost + arc.weight as f64 + ac_cost as f64;
@@ -370,40 +348,19 @@ impl<'g> FasterDecoder<'g> {
         next_cutoff
     }
 
-    /// The transition-ids `process_emitting` will ask costs for: the emitting
-    /// arcs of the best element and of every element within `cutoff`.
-    fn collect_tids(&mut self, elems: &[Elem], head: u32, cutoff: f64, best: u32) {
-        self.tids.clear();
-        let graph = self.graph;
-        let push = |key: u32, tids: &mut Vec<i32>| {
-            tids.extend(
-                graph
-                    .arcs_of(key)
-                    .iter()
-                    .filter(|a| a.ilabel != 0)
-                    .map(|a| a.ilabel),
-            )
-        };
-        if best != NONE {
-            push(elems[best as usize].key, &mut self.tids);
-        }
-        let mut e = head;
-        while e != NONE {
-            let el = elems[e as usize];
-            if self.tokens[el.tok as usize].cost < cutoff {
-                push(el.key, &mut self.tids);
-            }
-            e = el.tail;
-        }
-    }
-
+    /// `ProcessNonemitting`. Kaldi queues every element; one whose state
+    /// has no ε-arcs does nothing when popped, so only the others are
+    /// queued (the rest pop in Kaldi's order).
     fn process_nonemitting(&mut self, cutoff: f64) {
         let graph = self.graph;
         self.queue.clear();
         let mut e = self.toks.head;
         while e != NONE {
-            self.queue.push(e);
-            e = self.toks.elems[e as usize].tail;
+            let el = self.toks.elems[e as usize];
+            if graph.has_epsilons(el.key) {
+                self.queue.push(e);
+            }
+            e = el.tail;
         }
         while let Some(e) = self.queue.pop() {
             let el = self.toks.elems[e as usize];
@@ -411,23 +368,25 @@ impl<'g> FasterDecoder<'g> {
             if tok_cost > cutoff {
                 continue;
             }
-            for arc in graph.arcs_of(el.key) {
-                if arc.ilabel != 0 {
-                    continue;
-                }
+            for arc in graph.epsilon_arcs(el.key) {
                 let cost = tok_cost + arc.weight as f64;
                 if cost > cutoff {
                     continue;
                 }
                 let nt = self.new_token(cost, 0, arc.weight, el.tok);
                 let (found, fresh) = self.toks.insert(arc.next, nt);
+                let queue = graph.has_epsilons(arc.next);
                 if fresh {
-                    self.queue.push(found);
+                    if queue {
+                        self.queue.push(found);
+                    }
                 } else {
                     let slot = &mut self.toks.elems[found as usize].tok;
                     if self.tokens[*slot as usize].cost > cost {
                         *slot = nt;
-                        self.queue.push(found);
+                        if queue {
+                            self.queue.push(found);
+                        }
                     }
                 }
             }

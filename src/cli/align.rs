@@ -287,10 +287,11 @@ fn align(args: &AlignArgs) -> Result<i32, String> {
 /// the fixture model, 16.8 on a 2,000-pdf one), rounded up.
 const PDFS_SEARCHED: usize = 20;
 
-/// Frames of a batch of utterances: small enough that scoring batch n + 1
-/// on a device overlaps much of the search of batch n, large enough that
-/// each engine call keeps a GPU busy.
-const ALIGN_BATCH_FRAMES: usize = BATCH_FRAMES / 2;
+/// Frames of a batch of utterances on an engine that scores batches: small
+/// enough that scoring batch n + 1 overlaps most of the search of batch n,
+/// large enough that each engine call keeps a GPU busy. (On the CPU, a
+/// batch is what the threads share: [`BATCH_FRAMES`].)
+const DEVICE_BATCH_FRAMES: usize = BATCH_FRAMES / 2;
 
 /// Where a batch's log-likelihoods come from.
 enum Likelihoods<'e> {
@@ -349,14 +350,19 @@ pub fn align_tables(
     let id2pdf = trans.id2pdf();
     check_pdfs(id2pdf, model.num_states())?;
     let likes = Likelihoods::new(engine, model)?;
+    let on_device = matches!(likes, Likelihoods::Engine(_));
     let opts = ReadOptions {
         transition_costs: &costs,
         careful: settings.config.careful,
         dim: model.dim,
         num_pdfs: model.num_states(),
         id2pdf,
-        columns: matches!(likes, Likelihoods::Engine(_)),
-        batch_frames: ALIGN_BATCH_FRAMES,
+        columns: on_device,
+        batch_frames: if on_device {
+            DEVICE_BATCH_FRAMES
+        } else {
+            BATCH_FRAMES
+        },
         batch_values: BATCH_VALUES,
     };
     let mut out = Writers::open(tables)?;
@@ -365,7 +371,7 @@ pub fn align_tables(
         Likelihoods::Lazy(packed, pool) => {
             let mut reader = BatchReader::open(tables.graphs, tables.features, opts)?;
             while let Some(batch) = reader.next_batch()? {
-                let outcomes = search_lazy(&batch, &packed, &pool, id2pdf, settings, &mut tot);
+                let outcomes = search_lazy(&batch, &packed, &pool, settings, &mut tot);
                 write_batch(batch, outcomes, settings, &mut out, &mut tot)?;
             }
         }
@@ -388,7 +394,6 @@ fn search_lazy(
     batch: &Batch,
     packed: &PackedModel,
     pool: &rayon::ThreadPool,
-    id2pdf: &[i32],
     s: &AlignSettings,
     tot: &mut Totals,
 ) -> Vec<AlignOutcome> {
@@ -398,7 +403,7 @@ fn search_lazy(
         utts.par_iter()
             .map(|p| {
                 let t = Instant::now();
-                let mut costs = LazyLoglikes::new(packed, p.feats.data(), id2pdf, s.acoustic_scale);
+                let mut costs = LazyLoglikes::new(packed, p.feats.data(), s.acoustic_scale);
                 let o = align_utterance(&p.graph, &mut costs, &s.config, s.decoder);
                 (
                     o,
@@ -563,7 +568,6 @@ fn search_scored(scored: Scored, s: &AlignSettings) -> Searched {
                 loglikes: ll,
                 frames: p.feats.rows(),
                 columns: p.pdfs.len(),
-                tid_column: &p.tid_column,
                 scale: s.acoustic_scale,
             };
             align_utterance(&p.graph, &mut costs, &s.config, s.decoder)

@@ -17,10 +17,9 @@ pub struct Pending {
     pub key: String,
     pub graph: DecodingGraph,
     pub feats: Matrix<f32>,
-    /// The pdfs the graph reaches, ascending (with `columns`; else empty).
+    /// The pdfs the graph reaches, ascending, its arcs' columns their
+    /// places here (with `columns`; else empty and the columns are pdfs).
     pub pdfs: Vec<u32>,
-    /// Transition-id → its pdf's place in `pdfs` (with `columns`).
-    pub tid_column: Vec<u32>,
 }
 
 /// One graph of the table, in order.
@@ -69,11 +68,6 @@ pub struct BatchReader<'a> {
     graphs: SequentialTableReader<StdVectorFst>,
     feats: RandomAccessTableReader<Matrix<f32>>,
     opts: ReadOptions<'a>,
-    /// Per pdf, the last utterance (counted from 1) that reached it, and
-    /// its column there (scratch).
-    seen: Vec<u32>,
-    column: Vec<u32>,
-    utterances: u32,
     ended: bool,
 }
 
@@ -82,10 +76,7 @@ impl<'a> BatchReader<'a> {
         Ok(BatchReader {
             graphs: SequentialTableReader::open(graphs).map_err(|e| e.to_string())?,
             feats: RandomAccessTableReader::open(features).map_err(|e| e.to_string())?,
-            seen: vec![0; opts.num_pdfs],
-            column: vec![0; opts.num_pdfs],
             opts,
-            utterances: 0,
             ended: false,
         })
     }
@@ -134,53 +125,22 @@ impl<'a> BatchReader<'a> {
         if self.opts.careful {
             make_careful(&mut fst);
         }
-        let Some(graph) = DecodingGraph::pack(&fst) else {
+        let Some(mut graph) = DecodingGraph::pack(&fst) else {
             return Ok(Entry::Skipped(format!("Empty decoding graph for {key}")));
         };
-        let (pdfs, tid_column) = if self.opts.columns {
-            self.graph_pdfs(&graph)
+        graph
+            .set_pdfs(self.opts.id2pdf, self.opts.num_pdfs)
+            .map_err(|e| format!("utterance {key}: {e}"))?;
+        let pdfs = if self.opts.columns {
+            graph.compact_columns()
         } else {
-            (Vec::new(), Vec::new())
+            Vec::new()
         };
         Ok(Entry::Utterance(Pending {
             key,
             graph,
             feats,
             pdfs,
-            tid_column,
         }))
-    }
-
-    /// The pdfs of `graph`'s transition-ids, ascending, and each
-    /// transition-id's place among them. The labels were checked by
-    /// `add_transition_probs`, the pdfs by the caller of [`Self::open`].
-    fn graph_pdfs(&mut self, graph: &DecodingGraph) -> (Vec<u32>, Vec<u32>) {
-        self.utterances += 1;
-        let mark = self.utterances;
-        let id2pdf = self.opts.id2pdf;
-        let tids = || {
-            graph
-                .arcs
-                .iter()
-                .filter(|a| a.ilabel > 0)
-                .map(|a| a.ilabel as usize)
-        };
-        let mut pdfs = Vec::new();
-        for tid in tids() {
-            let pdf = id2pdf[tid] as usize;
-            if self.seen[pdf] != mark {
-                self.seen[pdf] = mark;
-                pdfs.push(pdf as u32);
-            }
-        }
-        pdfs.sort_unstable();
-        for (c, &pdf) in pdfs.iter().enumerate() {
-            self.column[pdf as usize] = c as u32;
-        }
-        let mut tid_column = vec![0u32; id2pdf.len()];
-        for tid in tids() {
-            tid_column[tid] = self.column[id2pdf[tid] as usize];
-        }
-        (pdfs, tid_column)
     }
 }
