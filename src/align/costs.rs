@@ -38,7 +38,7 @@ pub const WINDOW: usize = kernels::MR;
 
 /// Windows between two timed windows of [`LazyLoglikes`] (a clock read
 /// costs about a tenth of a window).
-const SAMPLE: usize = 7;
+const SAMPLE: usize = 31;
 
 /// `DecodableAmDiagGmmScaled` itself (the graph's columns are pdfs): a
 /// pdf's log-likelihood is computed when the search first asks for it at a

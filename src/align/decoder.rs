@@ -66,6 +66,31 @@ struct Bucket {
     prev_bucket: u32,
 }
 
+/// `a % d` for a fixed `d` by multiplications (Lemire, Kaser and Kurz,
+/// "Faster remainder by direct computation", 2019): exact for 32-bit `a`
+/// and `d`; a division for a larger `d`.
+#[derive(Debug, Clone, Copy)]
+struct FastMod {
+    m: u64,
+}
+
+impl FastMod {
+    fn new(d: usize) -> Self {
+        FastMod {
+            m: (u64::MAX / d.max(1) as u64).wrapping_add(1),
+        }
+    }
+
+    #[inline]
+    fn of(&self, a: u32, d: usize) -> usize {
+        if d > u32::MAX as usize {
+            return a as usize % d;
+        }
+        let low = self.m.wrapping_mul(a as u64);
+        ((low as u128 * d as u128) >> 64) as usize
+    }
+}
+
 /// Kaldi's `HashList<StateId, Token*>`: the current frame's elements (an
 /// arena, linked through `tail`) and the buckets indexing them.
 struct TokenList {
@@ -73,6 +98,7 @@ struct TokenList {
     head: u32,
     buckets: Vec<Bucket>,
     hash_size: usize,
+    hash_mod: FastMod,
     bucket_tail: u32,
     /// The previous frame's element arena, emptied, for reuse.
     spare: Vec<Elem>,
@@ -85,6 +111,7 @@ impl TokenList {
             head: NONE,
             buckets: Vec::new(),
             hash_size: 0,
+            hash_mod: FastMod::new(1),
             bucket_tail: NONE,
             spare: Vec::new(),
         };
@@ -94,6 +121,7 @@ impl TokenList {
 
     fn set_size(&mut self, size: usize) {
         self.hash_size = size;
+        self.hash_mod = FastMod::new(size);
         if size > self.buckets.len() {
             self.buckets.resize(
                 size,
@@ -127,7 +155,7 @@ impl TokenList {
 
     /// `Insert` (find-or-insert): the element of `key`, and whether it is new.
     fn insert(&mut self, key: u32, tok: u32) -> (u32, bool) {
-        let index = key as usize % self.hash_size;
+        let index = self.hash_mod.of(key, self.hash_size);
         let bk = self.buckets[index];
         if bk.last != NONE {
             let mut e = if bk.prev_bucket == NONE {
@@ -272,8 +300,18 @@ impl<'g> FasterDecoder<'g> {
                 } else {
                     n
                 };
-                self.tmp[..upto].select_nth_unstable_by(k, f64::total_cmp);
-                min_active_cutoff = self.tmp[k];
+                // The k-th smallest cost exceeds the beam cutoff only when
+                // at most k costs are within it: only then is it needed.
+                let within = self.tmp[..upto]
+                    .iter()
+                    .filter(|&&w| w <= beam_cutoff)
+                    .count();
+                min_active_cutoff = if within > k {
+                    beam_cutoff
+                } else {
+                    self.tmp[..upto].select_nth_unstable_by(k, f64::total_cmp);
+                    self.tmp[k]
+                };
             }
         }
         if min_active_cutoff > beam_cutoff {
@@ -520,5 +558,29 @@ impl BestPath {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FastMod;
+
+    #[test]
+    fn fast_remainders_are_remainders() {
+        let mut x = 0x9E37_79B9u32;
+        for d in (1..3000).chain([65_535, 65_536, 1 << 31, u32::MAX as usize]) {
+            let f = FastMod::new(d);
+            for a in [0, 1, d as u32 - 1, d as u32, u32::MAX, u32::MAX - 1] {
+                assert_eq!(f.of(a, d), a as usize % d, "{a} % {d}");
+            }
+            for _ in 0..50 {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                assert_eq!(f.of(x, d), x as usize % d, "{x} % {d}");
+            }
+        }
+        let big = u32::MAX as usize + 7;
+        assert_eq!(FastMod::new(big).of(12, big), 12);
     }
 }

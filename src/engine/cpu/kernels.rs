@@ -55,6 +55,24 @@ pub fn loglikes(
     assert!(a.len() >= panels * k * LANES && bias.len() >= panels * LANES);
     assert!(rows == 0 || out.len() >= (rows - 1) * ldo + panels * LANES);
     #[cfg(target_arch = "x86_64")]
+    if super::avx512::available() {
+        // SAFETY: the CPU has AVX-512F, AVX2 and FMA; sizes checked above.
+        unsafe {
+            super::avx512::loglikes(
+                rows,
+                k,
+                xe.as_ptr(),
+                ldx,
+                a.as_ptr(),
+                bias.as_ptr(),
+                panels,
+                out.as_mut_ptr(),
+                ldo,
+            )
+        };
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
     if has_avx2_fma() {
         // SAFETY: the CPU has AVX2 and FMA; sizes checked above.
         unsafe {
@@ -337,15 +355,24 @@ mod avx2_rows {
         _mm256_andnot_ps(under, _mm256_mul_ps(p, scale))
     }
 
+    /// ((a0 + a4) + (a1 + a5)) + ((a2 + a6) + (a3 + a7)), in registers.
     #[inline(always)]
     unsafe fn hsum(v: __m256) -> f32 {
-        let mut a = [0f32; LANES];
-        _mm256_storeu_ps(a.as_mut_ptr(), v);
-        ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]))
+        let b = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+        let c = _mm_add_ps(b, _mm_movehdup_ps(b)); // [b0 + b1, _, b2 + b3, _]
+        _mm_cvtss_f32(_mm_add_ss(c, _mm_movehl_ps(c, c)))
+    }
+
+    /// The largest of 8 lanes (exact, in any order).
+    #[inline(always)]
+    unsafe fn hmax(v: __m256) -> f32 {
+        let b = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+        let c = _mm_max_ps(b, _mm_movehdup_ps(b));
+        _mm_cvtss_f32(_mm_max_ss(c, _mm_movehl_ps(c, c)))
     }
 
     #[inline(always)]
-    unsafe fn max(row: &[f32]) -> f32 {
+    pub unsafe fn max(row: &[f32]) -> f32 {
         let n8 = row.len() / LANES * LANES;
         let mut m = _mm256_set1_ps(f32::NEG_INFINITY);
         let mut i = 0;
@@ -353,9 +380,7 @@ mod avx2_rows {
             m = _mm256_max_ps(m, _mm256_loadu_ps(row.as_ptr().add(i)));
             i += LANES;
         }
-        let mut a = [0f32; LANES];
-        _mm256_storeu_ps(a.as_mut_ptr(), m);
-        let mut mx = a.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let mut mx = hmax(m);
         for &v in &row[n8..] {
             mx = mx.max(v);
         }
@@ -363,6 +388,20 @@ mod avx2_rows {
     }
 
     #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn log_sum_exp_rows(
+        v: &[f32],
+        rows: usize,
+        len: usize,
+        out: &mut [f32],
+        stride: usize,
+    ) {
+        for r in 0..rows {
+            out[r * stride] = log_sum_exp(&v[r * len..(r + 1) * len]);
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
     pub unsafe fn log_sum_exp(row: &[f32]) -> f32 {
         let mx = max(row);
         if mx == f32::NEG_INFINITY {
@@ -379,6 +418,14 @@ mod avx2_rows {
             );
             i += LANES;
         }
+        finish_lse(acc, row, n8, mx)
+    }
+
+    /// The end of a log-sum-exp: the lanes of `acc` (the sums of
+    /// `exp(v − mx)` over the 8-lane chunks of `row[..n8]`) added as a
+    /// tree, the rest of the row one by one, and the log.
+    #[inline(always)]
+    pub unsafe fn finish_lse(acc: __m256, row: &[f32], n8: usize, mx: f32) -> f32 {
         let mut sum = hsum(acc);
         for &v in &row[n8..] {
             sum += exp_f32(v - mx);
@@ -419,8 +466,70 @@ mod avx2_rows {
     }
 }
 
+/// The AVX2 kernel, for the AVX-512 one's last odd panel.
+///
+/// # Safety
+/// As `avx2::loglikes`: the CPU has AVX2 and FMA; the pointers cover the
+/// sizes [`loglikes`] checks.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn avx2_loglikes(
+    rows: usize,
+    k: usize,
+    xe: *const f32,
+    ldx: usize,
+    a: *const f32,
+    bias: *const f32,
+    panels: usize,
+    out: *mut f32,
+    ldo: usize,
+) {
+    avx2::loglikes(rows, k, xe, ldx, a, bias, panels, out, ldo)
+}
+
+/// The largest value of `row` (AVX2), for the AVX-512 log-sum-exp.
+///
+/// # Safety
+/// The CPU has AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn avx2_max(row: &[f32]) -> f32 {
+    avx2_rows::max(row)
+}
+
+/// The AVX2 log-sum-exp (tests of the AVX-512 one).
+///
+/// # Safety
+/// The CPU has AVX2 and FMA.
+#[cfg(all(test, target_arch = "x86_64"))]
+pub(super) unsafe fn avx2_log_sum_exp(row: &[f32]) -> f32 {
+    avx2_rows::log_sum_exp(row)
+}
+
+/// The end of the AVX2 log-sum-exp (see `avx2_rows::finish_lse`), for the
+/// AVX-512 one.
+///
+/// # Safety
+/// The CPU has AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn avx2_finish_lse(
+    acc: std::arch::x86_64::__m256,
+    row: &[f32],
+    n8: usize,
+    mx: f32,
+) -> f32 {
+    avx2_rows::finish_lse(acc, row, n8, mx)
+}
+
 /// `log Σ exp(row)`, subtracting the max first; −∞ for an empty or all −∞ row.
 pub fn log_sum_exp(row: &[f32]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if super::avx512::available() {
+        // SAFETY: the CPU has AVX-512F, AVX2 and FMA.
+        return unsafe { super::avx512::log_sum_exp(row) };
+    }
     #[cfg(target_arch = "x86_64")]
     if has_avx2_fma() {
         // SAFETY: the CPU has AVX2 and FMA.
@@ -431,6 +540,25 @@ pub fn log_sum_exp(row: &[f32]) -> f32 {
         return mx;
     }
     mx + sumexp_portable(row, mx).ln()
+}
+
+/// [`log_sum_exp`] of each of `rows` rows of `len` values of `v`, into
+/// `out[r · stride]`.
+pub fn log_sum_exp_rows(v: &[f32], rows: usize, len: usize, out: &mut [f32], stride: usize) {
+    assert!(v.len() >= rows * len && (rows == 0 || out.len() > (rows - 1) * stride));
+    #[cfg(target_arch = "x86_64")]
+    if super::avx512::available() {
+        // SAFETY: the CPU has AVX-512F, AVX2 and FMA; sizes checked above.
+        return unsafe { super::avx512::log_sum_exp_rows(v, rows, len, out, stride) };
+    }
+    #[cfg(target_arch = "x86_64")]
+    if has_avx2_fma() {
+        // SAFETY: the CPU has AVX2 and FMA; sizes checked above.
+        return unsafe { avx2_rows::log_sum_exp_rows(v, rows, len, out, stride) };
+    }
+    for r in 0..rows {
+        out[r * stride] = log_sum_exp(&v[r * len..(r + 1) * len]);
+    }
 }
 
 /// Replace `row` (log-likelihoods) by its softmax (posteriors); return the

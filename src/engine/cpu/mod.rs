@@ -25,6 +25,8 @@
 //! in chunk order, so results are bit-identical for any thread count.
 
 mod accumulate;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
 pub mod kernels;
 
 use rayon::prelude::*;
@@ -233,10 +235,8 @@ impl PackedModel {
         stride: usize,
     ) {
         let ldo = self.component_block(s, rows, xe, comp);
-        for r in 0..rows {
-            // Whole padded rows: virtual lanes are −∞ and add exactly 0.
-            out[r * stride] = kernels::log_sum_exp(&comp[r * ldo..(r + 1) * ldo]);
-        }
+        // Whole padded rows: virtual lanes are −∞ and add exactly 0.
+        kernels::log_sum_exp_rows(comp, rows, ldo, out, stride);
     }
 
     /// The log-likelihoods of `states` for a block of frames into `out`
