@@ -56,7 +56,7 @@ fn err(e: impl std::fmt::Display) -> Error {
 }
 
 /// The fixture's command (testdata/kaldi/ali/gmm-align-compiled.log).
-fn fixture_settings() -> AlignSettings {
+pub(crate) fn fixture_settings() -> AlignSettings {
     AlignSettings {
         config: AlignConfig {
             beam: 10.0,

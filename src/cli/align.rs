@@ -5,9 +5,14 @@
 //! key, transition log-probabilities added with the two scales, Kaldi's
 //! FasterDecoder with `--beam` (and `--retry-beam` when no final state is
 //! reached), the best path's transition-ids written as the alignment.
-//! Utterances are gathered into batches: the engine scores every pdf of a
-//! batch's frames in one call (the GPU when there is one), then the searches
-//! run in parallel on the CPU; results are written and logged in input order.
+//! Utterances are gathered into batches (read by `align_batch`). On the CPU
+//! engine the searches of a batch run in parallel, each computing a pdf's
+//! log-likelihoods when it first asks for them (`align::LazyLoglikes`). A
+//! device engine scores every pdf of a batch's frames in one call and
+//! copies back each utterance's own pdfs (`LoadedModel::state_loglikes_subset`),
+//! in a pipeline (`EngineJob`): reading, scoring of batch n + 1 and the
+//! searches of batch n overlap. Results are written and logged in input
+//! order.
 
 use clap::Args;
 use rayon::prelude::*;
@@ -256,8 +261,9 @@ fn align(args: &AlignArgs) -> Result<i32, String> {
     let model = file.acoustic_model();
     // On the CPU only the pdfs the search asks for are computed (about 17 a
     // frame at the recipes' beams: align_ark), and a GPU scores every pdf
-    // and copies them all back; so a job is sized by what the CPU would
-    // compute, and goes to the GPU only when even that outlasts its start-up.
+    // (copying back each utterance's own); so a job is sized by what the CPU
+    // would compute, and goes to the GPU only when even that outlasts its
+    // start-up.
     let np = model.num_states().max(1);
     let per_frame = model.num_gaussians() as f64 / np as f64 * np.min(PDFS_SEARCHED) as f64;
     let engine = args.engine.engine_for(&args.features, &model, per_frame)?;
@@ -673,24 +679,6 @@ pub(crate) mod tests {
         (k.trans, m)
     }
 
-    fn settings() -> AlignSettings {
-        let config = AlignConfig {
-            beam: 10.0,
-            retry_beam: 40.0,
-            careful: false,
-        };
-        AlignSettings {
-            config,
-            decoder: DecoderOptions {
-                beam: 10.0,
-                ..DecoderOptions::default()
-            },
-            acoustic_scale: 0.1,
-            transition_scale: 1.0,
-            self_loop_scale: 0.1,
-        }
-    }
-
     /// On both paths: an utterance without features is counted (its
     /// warning kept in its place), a missing table is an error, and a
     /// transition model whose pdfs the acoustic model lacks is refused.
@@ -720,13 +708,34 @@ pub(crate) mod tests {
                 scores: None,
                 per_frame: "",
             };
-            let tot = align_tables(e, &trans, &model, &tables, &settings()).unwrap();
+            let tot = align_tables(
+                e,
+                &trans,
+                &model,
+                &tables,
+                &crate::bench::align::fixture_settings(),
+            )
+            .unwrap();
             assert_eq!((tot.done, tot.err), (39, 1), "{}", e.name());
             tables.graphs = "ark:/nonexistent/graphs.ark";
-            assert!(align_tables(e, &trans, &model, &tables, &settings()).is_err());
+            assert!(align_tables(
+                e,
+                &trans,
+                &model,
+                &tables,
+                &crate::bench::align::fixture_settings()
+            )
+            .is_err());
             let mut fewer = model.clone();
             fewer.states.truncate(10);
-            let err = align_tables(e, &trans, &fewer, &tables, &settings()).unwrap_err();
+            let err = align_tables(
+                e,
+                &trans,
+                &fewer,
+                &tables,
+                &crate::bench::align::fixture_settings(),
+            )
+            .unwrap_err();
             assert!(err.contains("10 pdfs"), "{err}");
         }
     }

@@ -14,7 +14,9 @@
 
 use std::arch::x86_64::*;
 
-use super::kernels::{LANES, MR};
+use super::kernels::avx2_rows;
+use super::kernels::{avx2, LANES, MR};
+use super::kernels::{EXP_MAGIC, EXP_MAX, EXP_MIN, EXP_POLY, LN2_HI, LN2_LO};
 
 /// Whether the CPU has AVX-512F (and AVX2 and FMA, which the tails use).
 pub fn available() -> bool {
@@ -46,75 +48,33 @@ pub unsafe fn loglikes(
     out: *mut f32,
     ldo: usize,
 ) {
-    let mut p = 0;
-    while p + 4 <= panels {
-        rows_loop::<2>(
-            rows,
-            k,
-            xe,
-            ldx,
+    // Two pairs (6 frames × 32 Gaussians in 12 registers), then one pair,
+    // then an odd last panel.
+    let at = |p: usize| {
+        (
             a.add(p * k * LANES),
             bias.add(p * LANES),
             out.add(p * LANES),
-            ldo,
-        );
+        )
+    };
+    let mut p = 0;
+    while p + 4 <= panels {
+        let (ap, bp, op) = at(p);
+        rows_loop::<2>(rows, k, xe, ldx, ap, bp, op, ldo);
         p += 4;
     }
     if p + 2 <= panels {
-        rows_loop::<1>(
-            rows,
-            k,
-            xe,
-            ldx,
-            a.add(p * k * LANES),
-            bias.add(p * LANES),
-            out.add(p * LANES),
-            ldo,
-        );
+        let (ap, bp, op) = at(p);
+        rows_loop::<1>(rows, k, xe, ldx, ap, bp, op, ldo);
         p += 2;
     }
     if p < panels {
-        super::kernels::avx2_loglikes(
-            rows,
-            k,
-            xe,
-            ldx,
-            a.add(p * k * LANES),
-            bias.add(p * LANES),
-            panels - p,
-            out.add(p * LANES),
-            ldo,
-        );
+        let (ap, bp, op) = at(p);
+        avx2::loglikes(rows, k, xe, ldx, ap, bp, panels - p, op, ldo);
     }
 }
 
-#[target_feature(enable = "avx512f,avx2,fma")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn rows_loop<const NZ: usize>(
-    rows: usize,
-    k: usize,
-    xe: *const f32,
-    ldx: usize,
-    a: *const f32,
-    bias: *const f32,
-    out: *mut f32,
-    ldo: usize,
-) {
-    let mut r = 0;
-    while r + MR <= rows {
-        kernel::<MR, NZ>(k, xe.add(r * ldx), ldx, a, bias, out.add(r * ldo), ldo);
-        r += MR;
-    }
-    let (x, o) = (xe.add(r * ldx), out.add(r * ldo));
-    match rows - r {
-        0 => {}
-        1 => kernel::<1, NZ>(k, x, ldx, a, bias, o, ldo),
-        2 => kernel::<2, NZ>(k, x, ldx, a, bias, o, ldo),
-        3 => kernel::<3, NZ>(k, x, ldx, a, bias, o, ldo),
-        4 => kernel::<4, NZ>(k, x, ldx, a, bias, o, ldo),
-        _ => kernel::<5, NZ>(k, x, ldx, a, bias, o, ldo),
-    }
-}
+super::kernels::row_blocks!("avx512f,avx2,fma", rows_loop, kernel, NZ);
 
 /// Panels `2j` and `2j + 1` at `kk` in one register.
 #[inline(always)]
@@ -164,24 +124,22 @@ unsafe fn kernel<const R: usize, const NZ: usize>(
 #[inline(always)]
 unsafe fn exp16(x: __m512) -> __m512 {
     let set = _mm512_set1_ps;
-    let xc = _mm512_max_ps(_mm512_min_ps(x, set(88.3)), set(-87.3));
-    let t = _mm512_fmadd_ps(xc, set(std::f32::consts::LOG2_E), set(12_582_912.0));
-    let n = _mm512_sub_ps(t, set(12_582_912.0));
-    let r = _mm512_fnmadd_ps(n, set(0.693_359_4), xc);
-    let r = _mm512_fnmadd_ps(n, set(-2.121_944_4e-4), r);
-    let mut p = set(1.987_569_2e-4);
-    p = _mm512_fmadd_ps(p, r, set(1.398_199_9e-3));
-    p = _mm512_fmadd_ps(p, r, set(8.333_452e-3));
-    p = _mm512_fmadd_ps(p, r, set(4.166_579_6e-2));
-    p = _mm512_fmadd_ps(p, r, set(1.666_666_5e-1));
-    p = _mm512_fmadd_ps(p, r, set(5.000_000_1e-1));
+    let xc = _mm512_max_ps(_mm512_min_ps(x, set(EXP_MAX)), set(EXP_MIN));
+    let t = _mm512_fmadd_ps(xc, set(std::f32::consts::LOG2_E), set(EXP_MAGIC));
+    let n = _mm512_sub_ps(t, set(EXP_MAGIC));
+    let r = _mm512_fnmadd_ps(n, set(LN2_HI), xc);
+    let r = _mm512_fnmadd_ps(n, set(LN2_LO), r);
+    let mut p = set(EXP_POLY[0]);
+    for &c in &EXP_POLY[1..] {
+        p = _mm512_fmadd_ps(p, r, set(c));
+    }
     p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, set(1.0)));
     let ni = _mm512_sub_epi32(_mm512_castps_si512(t), _mm512_set1_epi32(0x4B40_0000));
     let scale = _mm512_castsi512_ps(_mm512_slli_epi32::<23>(_mm512_add_epi32(
         ni,
         _mm512_set1_epi32(127),
     )));
-    let under = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(x, set(-87.3));
+    let under = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(x, set(EXP_MIN));
     _mm512_maskz_mov_ps(!under, _mm512_mul_ps(p, scale))
 }
 
@@ -202,7 +160,7 @@ unsafe fn halves(v: __m512) -> (__m256, __m256) {
 /// The CPU has AVX-512F, AVX2 and FMA ([`available`]).
 #[target_feature(enable = "avx512f,avx2,fma")]
 pub unsafe fn log_sum_exp(row: &[f32]) -> f32 {
-    let mx = super::kernels::avx2_max(row);
+    let mx = avx2_rows::max(row);
     if mx == f32::NEG_INFINITY {
         return mx;
     }
@@ -221,7 +179,7 @@ pub unsafe fn log_sum_exp(row: &[f32]) -> f32 {
         let e = halves(exp16(_mm512_castps256_ps512(x))).0;
         acc = _mm256_add_ps(acc, e);
     }
-    super::kernels::avx2_finish_lse(acc, row, n8, mx)
+    avx2_rows::finish_lse(acc, row, n8, mx)
 }
 
 /// [`log_sum_exp`] of each of `rows` rows of `len` values of `v`, into
@@ -282,7 +240,7 @@ mod tests {
                         o1.as_mut_ptr(),
                         ldo,
                     );
-                    super::super::kernels::avx2_loglikes(
+                    avx2::loglikes(
                         rows,
                         k,
                         xe.as_ptr(),
@@ -299,12 +257,7 @@ mod tests {
                     for len in [panels * LANES, panels * LANES - 3] {
                         let row = &o1[r * ldo..r * ldo + len];
                         // SAFETY: available() above.
-                        let (x, y) = unsafe {
-                            (
-                                log_sum_exp(row),
-                                super::super::kernels::avx2_log_sum_exp(row),
-                            )
-                        };
+                        let (x, y) = unsafe { (log_sum_exp(row), avx2_rows::log_sum_exp(row)) };
                         assert_eq!(x.to_bits(), y.to_bits(), "lse of {len}");
                     }
                 }
