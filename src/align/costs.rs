@@ -67,7 +67,7 @@ pub struct LazyLoglikes<'a> {
     /// Kernel output (scratch).
     comp: Vec<f32>,
     /// Time spent computing log-likelihoods (an estimate: every
-    /// [`SAMPLE`]th window's, times [`SAMPLE`]).
+    /// 31st window's, times 31).
     pub busy: std::time::Duration,
     /// Pdf log-likelihoods computed.
     pub computed: usize,
