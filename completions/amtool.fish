@@ -49,6 +49,7 @@ complete -c amtool -n "__fish_amtool_needs_command" -f -a "completions" -d 'Prin
 complete -c amtool -n "__fish_amtool_needs_command" -f -a "man" -d 'Write the man pages generated from these option definitions into DIR'
 complete -c amtool -n "__fish_amtool_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c amtool -n "__fish_amtool_using_subcommand bench" -l engine -d 'Engine to run: cpu or cuda' -r
+complete -c amtool -n "__fish_amtool_using_subcommand bench" -l gpus -d 'Run on this many GPUs (a number or all) through the multi-device engine, whose statistics are the same for any number; the JSON lines get a "gpus" key (the devices, AMTOOL_PARTITIONS logical partitions counted). The cpu engine takes its AMTOOL_PARTITIONS' -r
 complete -c amtool -n "__fish_amtool_using_subcommand bench" -l case -d 'Case to run (repeatable; default: all engine cases): estep_seed000, score_seed002, score_seed002_var, fullcov_score_seed001, acc_ali, acc_stats_ark, score_ark, estep_fullcov, estep_fullcov_gselect, score_lattice, align_ark (these two read testdata/: run from the source folder; align_ark keeps its archives and models in --path when given); and the feature-archive read cases (never by default; they write --frames x --dim floats, ~1 GB): read_ark, read_ark_compressed; and startup (never by default: amtool acc-stats processes on a recipe-sized job from testdata/, each --use-gpu value alone and --jobs at once)' -r
 complete -c amtool -n "__fish_amtool_using_subcommand bench" -l frames -d 'Frames per case (T for estep_seed000) instead of the paper\'s' -r
 complete -c amtool -n "__fish_amtool_using_subcommand bench" -l gaussians -d 'Gaussians of the estep GMMs (estep_seed000: one M instead of 32, 256, 2048; estep_fullcov 256, estep_fullcov_gselect 2048)' -r
@@ -90,6 +91,7 @@ complete -c amtool -n "__fish_amtool_using_subcommand acc-stats" -l config -d 'R
 complete -c amtool -n "__fish_amtool_using_subcommand acc-stats" -l binary -d 'Write output in binary mode' -r
 complete -c amtool -n "__fish_amtool_using_subcommand acc-stats" -l use-gpu -d 'Compute on the GPU: yes (or fail), no, optional (GPU if usable, else CPU)' -r
 complete -c amtool -n "__fish_amtool_using_subcommand acc-stats" -l threads -d 'CPU engine threads (0: one per CPU)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand acc-stats" -l gpus -d 'GPUs to compute on (amtool\'s own option): a number, or all (every GPU CUDA_VISIBLE_DEVICES leaves visible), chosen by free memory as with one; the frames are split among them, with results the same to the bit for any number. Ignored on the CPU. AMTOOL_PARTITIONS=P uses each device (or the CPU) as P logical partitions, to test the splitting without the devices' -r
 complete -c amtool -n "__fish_amtool_using_subcommand acc-stats" -l update-flags -d 'Which parameters the statistics are for: subset of mvwt (models; gmm-acc-stats) or mvw (global GMMs). Default: all' -r
 complete -c amtool -n "__fish_amtool_using_subcommand acc-stats" -l gselect -d 'Global GMMs: rspecifier of Gaussian-selection lists limiting the Gaussians used on each frame' -r
 complete -c amtool -n "__fish_amtool_using_subcommand acc-stats" -l weights -d 'Global GMMs: rspecifier of per-frame weights (a float vector per utterance)' -r
@@ -156,6 +158,7 @@ complete -c amtool -n "__fish_amtool_using_subcommand score" -l print-args -d 'P
 complete -c amtool -n "__fish_amtool_using_subcommand score" -l config -d 'Read options from FILE (lines of --x=y); options on the command line win' -r -F
 complete -c amtool -n "__fish_amtool_using_subcommand score" -l use-gpu -d 'Compute on a GPU: yes (or fail), no, optional (GPU if usable, else CPU)' -r
 complete -c amtool -n "__fish_amtool_using_subcommand score" -l threads -d 'CPU threads (0: one per CPU)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand score" -l gpus -d 'GPUs to compute on (amtool\'s own option): a number, or all (every GPU CUDA_VISIBLE_DEVICES leaves visible), chosen by free memory as with one; the frames are split among them, with results the same to the bit for any number. Ignored on the CPU. AMTOOL_PARTITIONS=P uses each device (or the CPU) as P logical partitions, to test the splitting without the devices' -r
 complete -c amtool -n "__fish_amtool_using_subcommand score" -l average -d 'Global GMMs: write the average per-frame log-likelihood of each utterance (one float) instead of the per-frame vector' -r
 complete -c amtool -n "__fish_amtool_using_subcommand score" -l gselect -d 'Global GMMs: rspecifier of Gaussian-selection lists limiting the Gaussians of each frame' -r
 complete -c amtool -n "__fish_amtool_using_subcommand score" -l lattices -d 'Lattice rescoring (gmm-rescore-lattice): compact lattices to rescore; the output is then a lattice wspecifier and each arc\'s acoustic cost becomes the model\'s −log-likelihood of its frame\'s pdf' -r
@@ -173,6 +176,7 @@ complete -c amtool -n "__fish_amtool_using_subcommand gselect" -l print-args -d 
 complete -c amtool -n "__fish_amtool_using_subcommand gselect" -l config -d 'Read options from FILE (lines of --x=y); options on the command line win' -r -F
 complete -c amtool -n "__fish_amtool_using_subcommand gselect" -l use-gpu -d 'Compute on a GPU: yes (or fail), no, optional (GPU if usable, else CPU)' -r
 complete -c amtool -n "__fish_amtool_using_subcommand gselect" -l threads -d 'CPU threads (0: one per CPU)' -r
+complete -c amtool -n "__fish_amtool_using_subcommand gselect" -l gpus -d 'GPUs to compute on (amtool\'s own option): a number, or all (every GPU CUDA_VISIBLE_DEVICES leaves visible), chosen by free memory as with one; the frames are split among them, with results the same to the bit for any number. Ignored on the CPU. AMTOOL_PARTITIONS=P uses each device (or the CPU) as P logical partitions, to test the splitting without the devices' -r
 complete -c amtool -n "__fish_amtool_using_subcommand gselect" -l n -d 'Number of Gaussians to keep per frame' -r
 complete -c amtool -n "__fish_amtool_using_subcommand gselect" -l gselect -d 'Rspecifier of earlier Gaussian selections to limit the search to' -r
 complete -c amtool -n "__fish_amtool_using_subcommand gselect" -l write-likes -d 'Wspecifier for the total log-likelihood of each utterance (float)' -r

@@ -616,6 +616,23 @@ extern "C" __global__ void sum_f64(const double* __restrict__ v, int n, double* 
     if (tid == 0) *total += part[0];
 }
 
+// Each frame's own columns of a block of state scores (forced alignment: an
+// utterance needs the few pdfs of its graph). ll holds the n frames from t0,
+// S scores each; frame t's utterance needs the cols[2t+1] states listed from
+// states[cols[2t]], and its row of out starts at row_out[t]. One warp a frame.
+extern "C" __global__ void gather_columns(const float* __restrict__ ll, int S, int t0, int n,
+                                          const u64* __restrict__ row_out, const int* __restrict__ cols,
+                                          const unsigned* __restrict__ states, float* __restrict__ out) {
+    const int w = (int)(((u64)blockIdx.x * blockDim.x + threadIdx.x) >> 5);
+    const int lane = threadIdx.x & 31;
+    if (w >= n) return;
+    const int t = t0 + w;
+    const int first = cols[2 * t], count = cols[2 * t + 1];
+    const float* __restrict__ row = ll + (u64)w * S;
+    float* __restrict__ dst = out + row_out[t];
+    for (int c = lane; c < count; c += 32) dst[c] = row[states[first + c]];
+}
+
 // ---------------------------------------------------------------------------
 // Tensor-core scoring (sm_80+, compiled when the host defines TCW > 0): the
 // same dot products z·w on the tensor cores, as mma.sync m16n8k8 in TF32 with

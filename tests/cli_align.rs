@@ -56,15 +56,26 @@ fn fixture_alignment_and_log_are_kaldis() {
     );
 }
 
-/// The GPU path (every pdf of a batch's frames in one engine call, rows
-/// shared with the searches) gives Kaldi's alignments too. Without a device
-/// this passes as skipped (AMTOOL_REQUIRE_GPU=1 makes it fail).
+/// The GPU path (every pdf of a batch's frames scored in one engine call,
+/// each utterance's own pdfs copied back, batches read, scored and searched
+/// by a pipeline of threads) gives Kaldi's alignments and log lines too
+/// (the engine's own lines, `LOG (amtool) …`, aside). Without a device this
+/// passes as skipped (AMTOOL_REQUIRE_GPU=1 makes it fail).
 #[test]
 fn gpu_alignment_is_kaldis() {
     if amtool::engine::cuda::engine_for_tests().is_none() {
         return;
     }
-    align_fixture(&tmp(), "--use-gpu=yes");
+    let log = align_fixture(&tmp(), "--use-gpu=yes");
+    let ours: String = log
+        .lines()
+        .filter(|l| !l.starts_with("LOG (amtool) "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(
+        bodies(&ours),
+        bodies(&text(format!("{K}/ali/gmm-align-compiled.log")))
+    );
 }
 
 #[test]

@@ -26,7 +26,7 @@
 
 use amtool::bench::random::{self, Rng};
 use amtool::engine::cpu::CpuEngine;
-use amtool::engine::{reference, Engine, FrameBatch, FrameTargets, Selection};
+use amtool::engine::{reference, Engine, FrameBatch, FrameTargets, LoadedModel, Selection};
 use amtool::model::{AcousticModel, CovKind};
 use amtool::stats::{ModelAccumulators, UpdateFlags};
 use proptest::prelude::*;
@@ -240,6 +240,73 @@ fn many_chunks_are_bit_identical_across_thread_counts() {
                     "{kind:?} target kind {i}: accumulators differ between 1 and {threads} threads"
                 );
             }
+        }
+    }
+}
+
+/// A model that has only the required methods: `state_loglikes_subset` is
+/// the trait's default (every state, then the columns gathered on the host).
+struct EveryState<'a>(&'a mut dyn LoadedModel);
+
+impl LoadedModel for EveryState<'_> {
+    fn num_states(&self) -> usize {
+        self.0.num_states()
+    }
+    fn state_loglikes(&mut self, feats: FrameBatch<'_>, out: &mut [f32]) -> amtool::Result<()> {
+        self.0.state_loglikes(feats, out)
+    }
+    fn component_loglikes(
+        &mut self,
+        state: usize,
+        feats: FrameBatch<'_>,
+        out: &mut [f32],
+    ) -> amtool::Result<()> {
+        self.0.component_loglikes(state, feats, out)
+    }
+    fn accumulate(
+        &mut self,
+        feats: FrameBatch<'_>,
+        targets: FrameTargets<'_>,
+        acc: &mut ModelAccumulators,
+    ) -> amtool::Result<f64> {
+        self.0.accumulate(feats, targets, acc)
+    }
+}
+
+/// `state_loglikes_subset` gives each utterance's columns of
+/// `state_loglikes` bit for bit: the CPU engine's own (only the states
+/// asked for) and the trait's default, for both covariance kinds, on 1 and
+/// 2 threads; subsets that do not fit the batch are errors.
+#[test]
+fn state_subsets_are_the_full_scores_columns() {
+    let (ns, frames) = (150, 700);
+    for (kind, dim) in [(CovKind::Diagonal, 39), (CovKind::Full, 7)] {
+        let mut rng = Rng::new(5);
+        let counts = random::skewed_counts(&mut rng, ns, 8.0, 40);
+        let model = random::model(&mut rng, &counts, dim, kind);
+        let data = random::features(&mut rng, frames, dim);
+        let feats = FrameBatch::new(&data, dim);
+        let subsets = random::state_subsets(&mut rng, frames, ns, 160);
+        for threads in [1, 2] {
+            let engine = CpuEngine::new(threads).unwrap();
+            let mut lm = engine.load(&model).unwrap();
+            let mut all = vec![0f32; frames * ns];
+            lm.state_loglikes(feats, &mut all).unwrap();
+            let mut want = vec![0f32; subsets.output_len()];
+            subsets.gather(&all, ns, &mut want);
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            let mut got = vec![f32::NAN; want.len()];
+            lm.state_loglikes_subset(feats, &subsets, &mut got).unwrap();
+            assert_eq!(bits(&got), bits(&want), "{kind:?}, {threads} threads");
+            got.fill(f32::NAN);
+            EveryState(lm.as_mut())
+                .state_loglikes_subset(feats, &subsets, &mut got)
+                .unwrap();
+            assert_eq!(bits(&got), bits(&want), "default, {kind:?}");
+            let short = &mut got[1..];
+            assert!(lm.state_loglikes_subset(feats, &subsets, short).is_err());
+            let fewer = FrameBatch::new(&data[dim..], dim);
+            assert!(lm.state_loglikes_subset(fewer, &subsets, &mut got).is_err());
         }
     }
 }

@@ -369,6 +369,47 @@ fn cuda_deferred_statistics_match_f64() {
     compare_acc(&other, &want).unwrap();
 }
 
+/// `state_loglikes_subset` on the GPU (every state scored, each frame's
+/// utterance's columns gathered on the device, only those copied back) is
+/// `state_loglikes`' columns bit for bit: 10,000 frames, so the call is cut
+/// into two chunks (8,192 + 1,808) with utterances across the cut; 300
+/// states (5 blocks); tensor cores and FP32 kernels; the fixture's model
+/// too. Bad subsets are errors.
+#[test]
+fn cuda_state_subsets_are_the_full_scores_columns() {
+    use amtool::bench::random as br;
+    let (Some(tc), Some(fp32)) = (engine(), engine_fp32()) else {
+        return;
+    };
+    let mut rng = br::Rng::new(21);
+    let counts = br::skewed_counts(&mut rng, 300, 8.0, 60);
+    let random = br::model(&mut rng, &counts, 39, CovKind::Diagonal);
+    let bytes = std::fs::read("testdata/kaldi/final.mdl").unwrap();
+    let kaldi = amtool_formats::kaldi::model::KaldiModel::from_bytes(&bytes).unwrap();
+    let fixture = AcousticModel::from_am_diag_gmm(&kaldi.am);
+    let frames = 10_000;
+    let data = br::features(&mut rng, frames, 39);
+    let feats = FrameBatch::new(&data, 39);
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    for (name, e) in [("tensor cores", tc), ("FP32", fp32)] {
+        for m in [&random, &fixture] {
+            let ns = m.num_states();
+            let subsets = br::state_subsets(&mut rng, frames, ns, 700);
+            let mut lm = e.load(m).unwrap();
+            let mut all = vec![0f32; frames * ns];
+            lm.state_loglikes(feats, &mut all).unwrap();
+            let mut want = vec![0f32; subsets.output_len()];
+            subsets.gather(&all, ns, &mut want);
+            let mut got = vec![f32::NAN; want.len()];
+            lm.state_loglikes_subset(feats, &subsets, &mut got).unwrap();
+            assert_eq!(bits(&got), bits(&want), "{name}, {ns} states");
+            assert!(lm
+                .state_loglikes_subset(feats, &subsets, &mut got[1..])
+                .is_err());
+        }
+    }
+}
+
 /// Bad inputs are errors, never panics.
 #[test]
 fn cuda_refuses_bad_inputs() {

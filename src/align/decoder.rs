@@ -33,23 +33,14 @@ impl Default for DecoderOptions {
     }
 }
 
-/// Per-frame acoustic costs: `cost(frame, tid)` = −(scaled log-likelihood
-/// of the transition-id's pdf), Kaldi's `-decodable->LogLikelihood`.
-///
-/// A source that computes costs on demand (only the pdfs the search reaches,
-/// as Kaldi's decodable does) says so with [`Self::lazy`]; the decoder then
-/// calls [`Self::prepare`] before each frame's costs with every
-/// transition-id it will ask for: those of the emitting arcs out of the
-/// tokens within the frame's cutoff, the set Kaldi's decodable is asked for.
+/// Per-frame acoustic costs: `cost(frame, column)` = −(scaled
+/// log-likelihood of the pdf an emitting arc's `column` names), Kaldi's
+/// `-decodable->LogLikelihood`. A source may compute a cost when it is first
+/// asked for (as Kaldi's decodable does): the search asks, frame by frame,
+/// for the costs of the emitting arcs it follows, and only those.
 pub trait AcousticCosts {
     fn num_frames(&self) -> usize;
-    fn cost(&self, frame: usize, tid: i32) -> f32;
-    /// Whether [`Self::prepare`] must be called before a frame's costs.
-    fn lazy(&self) -> bool {
-        false
-    }
-    /// Make the costs of `tids` at `frame` ready.
-    fn prepare(&mut self, _frame: usize, _tids: &[i32]) {}
+    fn cost(&mut self, frame: usize, column: u32) -> f32;
 }
 
 const NONE: u32 = u32::MAX;
@@ -75,6 +66,31 @@ struct Bucket {
     prev_bucket: u32,
 }
 
+/// `a % d` for a fixed `d` by multiplications (Lemire, Kaser and Kurz,
+/// "Faster remainder by direct computation", 2019): exact for 32-bit `a`
+/// and `d`; a division for a larger `d`.
+#[derive(Debug, Clone, Copy)]
+struct FastMod {
+    m: u64,
+}
+
+impl FastMod {
+    fn new(d: usize) -> Self {
+        FastMod {
+            m: (u64::MAX / d.max(1) as u64).wrapping_add(1),
+        }
+    }
+
+    #[inline]
+    fn of(&self, a: u32, d: usize) -> usize {
+        if d > u32::MAX as usize {
+            return a as usize % d;
+        }
+        let low = self.m.wrapping_mul(a as u64);
+        ((low as u128 * d as u128) >> 64) as usize
+    }
+}
+
 /// Kaldi's `HashList<StateId, Token*>`: the current frame's elements (an
 /// arena, linked through `tail`) and the buckets indexing them.
 struct TokenList {
@@ -82,6 +98,7 @@ struct TokenList {
     head: u32,
     buckets: Vec<Bucket>,
     hash_size: usize,
+    hash_mod: FastMod,
     bucket_tail: u32,
     /// The previous frame's element arena, emptied, for reuse.
     spare: Vec<Elem>,
@@ -94,6 +111,7 @@ impl TokenList {
             head: NONE,
             buckets: Vec::new(),
             hash_size: 0,
+            hash_mod: FastMod::new(1),
             bucket_tail: NONE,
             spare: Vec::new(),
         };
@@ -103,6 +121,7 @@ impl TokenList {
 
     fn set_size(&mut self, size: usize) {
         self.hash_size = size;
+        self.hash_mod = FastMod::new(size);
         if size > self.buckets.len() {
             self.buckets.resize(
                 size,
@@ -136,7 +155,7 @@ impl TokenList {
 
     /// `Insert` (find-or-insert): the element of `key`, and whether it is new.
     fn insert(&mut self, key: u32, tok: u32) -> (u32, bool) {
-        let index = key as usize % self.hash_size;
+        let index = self.hash_mod.of(key, self.hash_size);
         let bk = self.buckets[index];
         if bk.last != NONE {
             let mut e = if bk.prev_bucket == NONE {
@@ -189,8 +208,6 @@ pub struct FasterDecoder<'g> {
     tokens: Vec<Token>,
     queue: Vec<u32>,
     tmp: Vec<f64>,
-    /// Transition-ids of a frame for a lazy cost source.
-    tids: Vec<i32>,
 }
 
 impl<'g> FasterDecoder<'g> {
@@ -202,7 +219,6 @@ impl<'g> FasterDecoder<'g> {
             tokens: Vec::new(),
             queue: Vec::new(),
             tmp: Vec::new(),
-            tids: Vec::new(),
         }
     }
 
@@ -284,8 +300,18 @@ impl<'g> FasterDecoder<'g> {
                 } else {
                     n
                 };
-                self.tmp[..upto].select_nth_unstable_by(k, f64::total_cmp);
-                min_active_cutoff = self.tmp[k];
+                // The k-th smallest cost exceeds the beam cutoff only when
+                // at most k costs are within it: only then is it needed.
+                let within = self.tmp[..upto]
+                    .iter()
+                    .filter(|&&w| w <= beam_cutoff)
+                    .count();
+                min_active_cutoff = if within > k {
+                    beam_cutoff
+                } else {
+                    self.tmp[..upto].select_nth_unstable_by(k, f64::total_cmp);
+                    self.tmp[k]
+                };
             }
         }
         if min_active_cutoff > beam_cutoff {
@@ -318,23 +344,16 @@ impl<'g> FasterDecoder<'g> {
             self.toks.set_size(new_sz);
         }
         let graph = self.graph;
-        if ac.lazy() {
-            self.collect_tids(last, head, weight_cutoff, best_elem);
-            ac.prepare(frame, &self.tids);
-        }
-        let ac: &A = ac;
         let ab = adaptive_beam as f64;
         let mut next_cutoff = f64::INFINITY;
         if best_elem != NONE {
             let el = last[best_elem as usize];
             let cost = self.tokens[el.tok as usize].cost;
-            for arc in graph.arcs_of(el.key) {
-                if arc.ilabel != 0 {
-                    let ac_cost = ac.cost(frame, arc.ilabel);
-                    let w = arc.weight as f64 + cost + ac_cost as f64;
-                    if w + ab < next_cutoff {
-                        next_cutoff = w + ab;
-                    }
+            for arc in graph.emitting_arcs(el.key) {
+                let ac_cost = ac.cost(frame, arc.column);
+                let w = arc.weight as f64 + cost + ac_cost as f64;
+                if w + ab < next_cutoff {
+                    next_cutoff = w + ab;
                 }
             }
         }
@@ -343,11 +362,8 @@ impl<'g> FasterDecoder<'g> {
             let el = last[e as usize];
             let tok_cost = self.tokens[el.tok as usize].cost;
             if tok_cost < weight_cutoff {
-                for arc in graph.arcs_of(el.key) {
-                    if arc.ilabel == 0 {
-                        continue;
-                    }
-                    let ac_cost = ac.cost(frame, arc.ilabel);
+                for arc in graph.emitting_arcs(el.key) {
+                    let ac_cost = ac.cost(frame, arc.column);
                     let w = arc.weight as f64 + tok_cost + ac_cost as f64;
                     if w < next_cutoff {
                         let cost = tok_cost + arc.weight as f64 + ac_cost as f64;
@@ -370,40 +386,19 @@ impl<'g> FasterDecoder<'g> {
         next_cutoff
     }
 
-    /// The transition-ids `process_emitting` will ask costs for: the emitting
-    /// arcs of the best element and of every element within `cutoff`.
-    fn collect_tids(&mut self, elems: &[Elem], head: u32, cutoff: f64, best: u32) {
-        self.tids.clear();
-        let graph = self.graph;
-        let push = |key: u32, tids: &mut Vec<i32>| {
-            tids.extend(
-                graph
-                    .arcs_of(key)
-                    .iter()
-                    .filter(|a| a.ilabel != 0)
-                    .map(|a| a.ilabel),
-            )
-        };
-        if best != NONE {
-            push(elems[best as usize].key, &mut self.tids);
-        }
-        let mut e = head;
-        while e != NONE {
-            let el = elems[e as usize];
-            if self.tokens[el.tok as usize].cost < cutoff {
-                push(el.key, &mut self.tids);
-            }
-            e = el.tail;
-        }
-    }
-
+    /// `ProcessNonemitting`. Kaldi queues every element; one whose state
+    /// has no ε-arcs does nothing when popped, so only the others are
+    /// queued (the rest pop in Kaldi's order).
     fn process_nonemitting(&mut self, cutoff: f64) {
         let graph = self.graph;
         self.queue.clear();
         let mut e = self.toks.head;
         while e != NONE {
-            self.queue.push(e);
-            e = self.toks.elems[e as usize].tail;
+            let el = self.toks.elems[e as usize];
+            if graph.has_epsilons(el.key) {
+                self.queue.push(e);
+            }
+            e = el.tail;
         }
         while let Some(e) = self.queue.pop() {
             let el = self.toks.elems[e as usize];
@@ -411,23 +406,25 @@ impl<'g> FasterDecoder<'g> {
             if tok_cost > cutoff {
                 continue;
             }
-            for arc in graph.arcs_of(el.key) {
-                if arc.ilabel != 0 {
-                    continue;
-                }
+            for arc in graph.epsilon_arcs(el.key) {
                 let cost = tok_cost + arc.weight as f64;
                 if cost > cutoff {
                     continue;
                 }
                 let nt = self.new_token(cost, 0, arc.weight, el.tok);
                 let (found, fresh) = self.toks.insert(arc.next, nt);
+                let queue = graph.has_epsilons(arc.next);
                 if fresh {
-                    self.queue.push(found);
+                    if queue {
+                        self.queue.push(found);
+                    }
                 } else {
                     let slot = &mut self.toks.elems[found as usize].tok;
                     if self.tokens[*slot as usize].cost > cost {
                         *slot = nt;
-                        self.queue.push(found);
+                        if queue {
+                            self.queue.push(found);
+                        }
                     }
                 }
             }
@@ -561,5 +558,29 @@ impl BestPath {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FastMod;
+
+    #[test]
+    fn fast_remainders_are_remainders() {
+        let mut x = 0x9E37_79B9u32;
+        for d in (1..3000).chain([65_535, 65_536, 1 << 31, u32::MAX as usize]) {
+            let f = FastMod::new(d);
+            for a in [0, 1, d as u32 - 1, d as u32, u32::MAX, u32::MAX - 1] {
+                assert_eq!(f.of(a, d), a as usize % d, "{a} % {d}");
+            }
+            for _ in 0..50 {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                assert_eq!(f.of(x, d), x as usize % d, "{x} % {d}");
+            }
+        }
+        let big = u32::MAX as usize + 7;
+        assert_eq!(FastMod::new(big).of(12, big), 12);
     }
 }

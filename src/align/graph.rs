@@ -138,20 +138,28 @@ pub fn make_careful(fst: &mut StdVectorFst) {
     }
 }
 
-/// One arc of a packed graph: input label, cost, destination.
+/// One arc of a packed graph: input label, cost, destination, and where
+/// the search finds an emitting arc's acoustic cost.
 #[derive(Debug, Clone, Copy)]
 pub struct GraphArc {
     pub ilabel: i32,
     pub weight: f32,
     pub next: u32,
+    /// Emitting arcs: the pdf of the transition-id
+    /// ([`DecodingGraph::set_pdfs`]), or its column among the pdfs the
+    /// graph reaches ([`DecodingGraph::compact_columns`]); ε-arcs: 0.
+    pub column: u32,
 }
 
-/// A graph packed for decoding: the arcs of state `s` are
-/// `arcs[first[s]..first[s + 1]]`, in the FST's order.
+/// A graph packed for decoding. The arcs of state `s` are
+/// `arcs[first[s]..first[s + 1]]`: its emitting arcs, then from
+/// `eps[s]` its ε-arcs, each kind in the FST's order (the search walks the
+/// two kinds apart, each in that order, so this changes nothing it does).
 #[derive(Debug, Clone)]
 pub struct DecodingGraph {
     pub start: u32,
     pub first: Vec<u32>,
+    pub eps: Vec<u32>,
     pub arcs: Vec<GraphArc>,
     /// Final cost per state (+∞: not final).
     pub finals: Vec<f32>,
@@ -163,20 +171,27 @@ impl DecodingGraph {
         if fst.start < 0 || fst.states.is_empty() {
             return None;
         }
-        let mut first = Vec::with_capacity(fst.states.len() + 1);
+        let n = fst.states.len();
+        let mut first = Vec::with_capacity(n + 1);
+        let mut eps = Vec::with_capacity(n);
         let mut arcs = Vec::with_capacity(fst.num_arcs());
+        let packed = |a: &Arc<TropicalWeight>| GraphArc {
+            ilabel: a.ilabel,
+            weight: a.weight.0,
+            next: a.nextstate as u32,
+            column: 0,
+        };
         for st in &fst.states {
             first.push(arcs.len() as u32);
-            arcs.extend(st.arcs.iter().map(|a| GraphArc {
-                ilabel: a.ilabel,
-                weight: a.weight.0,
-                next: a.nextstate as u32,
-            }));
+            arcs.extend(st.arcs.iter().filter(|a| a.ilabel != 0).map(packed));
+            eps.push(arcs.len() as u32);
+            arcs.extend(st.arcs.iter().filter(|a| a.ilabel == 0).map(packed));
         }
         first.push(arcs.len() as u32);
         Some(DecodingGraph {
             start: fst.start as u32,
             first,
+            eps,
             arcs,
             finals: fst.states.iter().map(|s| s.final_weight.0).collect(),
         })
@@ -186,8 +201,61 @@ impl DecodingGraph {
         self.finals.len()
     }
 
+    /// The emitting arcs of `s`.
     #[inline]
-    pub fn arcs_of(&self, s: u32) -> &[GraphArc] {
-        &self.arcs[self.first[s as usize] as usize..self.first[s as usize + 1] as usize]
+    pub fn emitting_arcs(&self, s: u32) -> &[GraphArc] {
+        &self.arcs[self.first[s as usize] as usize..self.eps[s as usize] as usize]
+    }
+
+    /// The ε-arcs of `s`.
+    #[inline]
+    pub fn epsilon_arcs(&self, s: u32) -> &[GraphArc] {
+        &self.arcs[self.eps[s as usize] as usize..self.first[s as usize + 1] as usize]
+    }
+
+    /// Whether `s` has ε-arcs.
+    #[inline]
+    pub fn has_epsilons(&self, s: u32) -> bool {
+        self.eps[s as usize] != self.first[s as usize + 1]
+    }
+
+    /// Each emitting arc's column set to the pdf of its transition-id
+    /// (`id2pdf`); an error names a label outside the table or a pdf of
+    /// `num_pdfs` or more.
+    pub fn set_pdfs(&mut self, id2pdf: &[i32], num_pdfs: usize) -> Result<(), String> {
+        for a in self.arcs.iter_mut().filter(|a| a.ilabel != 0) {
+            let pdf = usize::try_from(a.ilabel)
+                .ok()
+                .and_then(|t| id2pdf.get(t))
+                .and_then(|&p| usize::try_from(p).ok())
+                .filter(|&p| p < num_pdfs)
+                .ok_or_else(|| {
+                    format!(
+                        "transition-id {} has no pdf among the model's {num_pdfs}",
+                        a.ilabel
+                    )
+                })?;
+            a.column = pdf as u32;
+        }
+        Ok(())
+    }
+
+    /// The pdfs the emitting arcs reach (after [`Self::set_pdfs`]),
+    /// ascending; each arc's column becomes its pdf's place among them.
+    pub fn compact_columns(&mut self) -> Vec<u32> {
+        let emitting = |a: &&mut GraphArc| a.ilabel != 0;
+        let mut pdfs: Vec<u32> = self
+            .arcs
+            .iter()
+            .filter(|a| a.ilabel != 0)
+            .map(|a| a.column)
+            .collect();
+        pdfs.sort_unstable();
+        pdfs.dedup();
+        for a in self.arcs.iter_mut().filter(emitting) {
+            // Present: every column was collected above.
+            a.column = pdfs.binary_search(&a.column).unwrap_or(0) as u32;
+        }
+        pdfs
     }
 }

@@ -19,8 +19,9 @@
 //!
 //! The time is split between likelihoods and search (`likes_seconds`,
 //! `search_seconds`; the rest is reading, graph preparation and writing).
-//! With `--path DIR` the archives and both models (`fixture.mdl`,
-//! `pdfs2000x16.mdl`, Kaldi's binary format) are written there and kept, so
+//! With `--path DIR` the archives, both models (`fixture.mdl`,
+//! `pdfs2000x16.mdl`, Kaldi's binary format) and the alignments
+//! (`fixture.ali.ark`, `pdfs2000x16.ali.ark`) are written there and kept, so
 //! Kaldi's gmm-align-compiled can run on the same data (Kaldi reads a model
 //! whose acoustic model has more pdfs than its transition model uses; amtool
 //! loads this one only here, in memory).
@@ -55,7 +56,7 @@ fn err(e: impl std::fmt::Display) -> Error {
 }
 
 /// The fixture's command (testdata/kaldi/ali/gmm-align-compiled.log).
-fn fixture_settings() -> AlignSettings {
+pub(crate) fn fixture_settings() -> AlignSettings {
     AlignSettings {
         config: AlignConfig {
             beam: 10.0,
@@ -209,20 +210,20 @@ pub fn align_ark(
         std::fs::write(dir.join("fixture.mdl"), fixture.to_bytes(true)).map_err(err)?;
         std::fs::write(dir.join("pdfs2000x16.mdl"), big.to_bytes(true)).map_err(err)?;
     }
-    let ali = format!("ark:{}", dir.join("ali.ark").display());
-    let tables = AlignTables {
-        graphs: &graphs,
-        features: &features,
-        alignments: &ali,
-        scores: None,
-        per_frame: "",
-    };
     let likelihoods = if engine.cpu_threads().is_some() {
         "the pdfs the search asks for, when it asks (as Kaldi's decodable)"
     } else {
-        "every pdf of every frame, one engine call per batch"
+        "every pdf of every frame, one engine call per batch; each utterance's own pdfs copied back"
     };
     for (variant, kaldi) in [("fixture", &fixture), ("pdfs2000x16", &big)] {
+        let ali = format!("ark:{}", dir.join(format!("{variant}.ali.ark")).display());
+        let tables = AlignTables {
+            graphs: &graphs,
+            features: &features,
+            alignments: &ali,
+            scores: None,
+            per_frame: "",
+        };
         let (timing, tot) = time_alignment(engine, cfg, kaldi, &tables)?;
         let secs = timing.wall;
         emit(
@@ -272,6 +273,36 @@ mod tests {
             assert!(j.get("likes_seconds").is_some());
         }
         assert_eq!(lines[1].get("gaussians"), Some("32000"));
+    }
+
+    /// Batch scoring through the pipeline (25,335 frames: two batches)
+    /// writes the alignments the on-demand search writes (Kaldi's: see
+    /// tests/cli_align.rs), byte for byte, with both models.
+    #[test]
+    fn batch_scoring_aligns_as_the_on_demand_search() {
+        let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+        let engines: [&dyn Engine; 2] = [
+            &CpuEngine::new(2).unwrap(),
+            &crate::cli::align::tests::Batched(CpuEngine::new(2).unwrap()),
+        ];
+        for (e, d) in engines.iter().zip(&dirs) {
+            let cfg = BenchConfig {
+                frames: Some(20_000),
+                reps: 1,
+                path: Some(d.path().to_path_buf()),
+                ..BenchConfig::default()
+            };
+            let mut lines = Vec::new();
+            align_ark(*e, &cfg, &mut |j| lines.push(j.clone())).unwrap();
+            assert!(lines.iter().all(|j| j.get("aligned") == Some("120")));
+        }
+        for variant in ["fixture", "pdfs2000x16"] {
+            let name = format!("{variant}.ali.ark");
+            let [a, b] = dirs
+                .each_ref()
+                .map(|d| std::fs::read(d.path().join(&name)).unwrap());
+            assert!(!a.is_empty() && a == b, "{variant}");
+        }
     }
 
     #[test]

@@ -304,3 +304,25 @@ fn nearest_means(means: &[f64], dim: usize, k: usize) -> Vec<u32> {
     }
     out
 }
+
+/// `frames` rows cut into utterances of 0 to `max_len` frames, each needing
+/// up to 40 of `states` states in any order, repeats allowed (some none):
+/// the shape of forced alignment's state subsets, for tests.
+pub fn state_subsets(
+    rng: &mut Rng,
+    frames: usize,
+    states: usize,
+    max_len: usize,
+) -> crate::engine::StateSubsets {
+    let mut s = crate::engine::StateSubsets::new();
+    let mut left = frames;
+    while left > 0 {
+        let n = rng.int(0, max_len.max(1)).min(left);
+        let cols: Vec<u32> = (0..rng.int(0, 40))
+            .map(|_| rng.int(0, states - 1) as u32)
+            .collect();
+        s.push(n, &cols);
+        left -= n;
+    }
+    s
+}

@@ -7,6 +7,7 @@
 
 pub mod acc_stats;
 pub mod align;
+mod align_batch;
 pub mod align_equal;
 pub mod bench;
 pub mod boost_silence;

@@ -12,11 +12,13 @@ pub mod cuda;
 pub mod host_frames;
 pub mod multi;
 pub mod reference;
+pub mod subsets;
 
 pub use host_frames::{FrameSource, HostFrames, LentMemory};
 pub use multi::{Gpus, MultiEngine};
 
 use std::ops::Range;
+pub use subsets::StateSubsets;
 
 use crate::model::AcousticModel;
 use crate::stats::ModelAccumulators;
@@ -195,6 +197,26 @@ pub trait LoadedModel: Send {
         out: &mut [f32],
     ) -> Result<()> {
         self.state_loglikes(feats.rows(rows)?, out)
+    }
+
+    /// [`state_loglikes`](Self::state_loglikes) of only the states each
+    /// utterance of the batch needs (`subsets`; its frames are the batch's
+    /// rows in order): `out` gets, utterance after utterance, its `frames ×
+    /// columns` values, row-major, each the bits `state_loglikes` gives for
+    /// that frame and state. Default: every state, then the columns gathered
+    /// on the host.
+    fn state_loglikes_subset(
+        &mut self,
+        feats: FrameBatch<'_>,
+        subsets: &StateSubsets,
+        out: &mut [f32],
+    ) -> Result<()> {
+        let ns = self.num_states();
+        subsets.check(feats.frames, ns, out.len())?;
+        let mut all = vec![0f32; feats.frames * ns];
+        self.state_loglikes(feats, &mut all)?;
+        subsets.gather(&all, ns, out);
+        Ok(())
     }
 
     /// Per-frame log-likelihoods of each component of `state` (log weight

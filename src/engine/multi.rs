@@ -25,7 +25,7 @@
 use std::collections::VecDeque;
 use std::ops::Range;
 
-use super::{Engine, FrameBatch, FrameTargets, HostFrames, LoadedModel, Selection};
+use super::{Engine, FrameBatch, FrameTargets, HostFrames, LoadedModel, Selection, StateSubsets};
 use crate::model::AcousticModel;
 use crate::stats::ModelAccumulators;
 use crate::{Error, Result};
@@ -343,6 +343,16 @@ impl LoadedModel for MultiModel<'_> {
 
     fn state_loglikes(&mut self, feats: FrameBatch<'_>, out: &mut [f32]) -> Result<()> {
         self.state_loglikes_rows(feats, 0..feats.frames, out)
+    }
+
+    /// On the first device (the subset of a batch is gathered there).
+    fn state_loglikes_subset(
+        &mut self,
+        feats: FrameBatch<'_>,
+        subsets: &StateSubsets,
+        out: &mut [f32],
+    ) -> Result<()> {
+        self.parts[0].state_loglikes_subset(feats, subsets, out)
     }
 
     fn state_loglikes_rows(

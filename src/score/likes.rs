@@ -6,7 +6,7 @@
 
 use amtool_formats::kaldi::matrix::Matrix;
 
-use crate::engine::{FrameBatch, LoadedModel};
+use crate::engine::{FrameBatch, LoadedModel, StateSubsets};
 use crate::model::{AcousticModel, CovKind};
 use crate::stats::mle_diag::blas_sdot;
 use crate::{Error, Result};
@@ -135,17 +135,45 @@ pub fn state_loglikes_into<'a>(
     gathered: &mut Vec<f32>,
     out: &mut Vec<f32>,
 ) -> Result<()> {
-    gathered.clear();
-    for u in utts {
-        gathered.extend_from_slice(u);
-    }
+    gather_frames(utts, gathered);
     let n = gathered.len() / dim.max(1) * loaded.num_states();
-    out.truncate(n);
-    out.resize(n, 0.0);
+    resize_kept(out, n);
     if n > 0 {
         loaded.state_loglikes(FrameBatch::new(gathered, dim), out)?;
     }
     Ok(())
+}
+
+/// [`state_loglikes_into`] of only each utterance's own states
+/// (`subsets`, one entry per utterance of `utts`, in order): `out` gets
+/// what [`LoadedModel::state_loglikes_subset`] gives.
+pub fn state_subsets_into<'a>(
+    loaded: &mut dyn LoadedModel,
+    utts: impl Iterator<Item = &'a [f32]>,
+    dim: usize,
+    subsets: &StateSubsets,
+    gathered: &mut Vec<f32>,
+    out: &mut Vec<f32>,
+) -> Result<()> {
+    gather_frames(utts, gathered);
+    check_dim(gathered, dim)?;
+    resize_kept(out, subsets.output_len());
+    loaded.state_loglikes_subset(FrameBatch::new(gathered, dim), subsets, out)
+}
+
+/// The frames of `utts` one after another in `into`.
+fn gather_frames<'a>(utts: impl Iterator<Item = &'a [f32]>, into: &mut Vec<f32>) {
+    into.clear();
+    for u in utts {
+        into.extend_from_slice(u);
+    }
+}
+
+/// `v` resized to `n` values; its memory kept (a batch's output is up to
+/// [`BATCH_VALUES`] floats, and new pages cost more than a copy).
+fn resize_kept(v: &mut Vec<f32>, n: usize) {
+    v.truncate(n);
+    v.resize(n, 0.0);
 }
 
 /// `buf` cut into consecutive pieces of `rows × width` values, one for

@@ -23,6 +23,42 @@ pub const LANES: usize = 8;
 /// Frames per log-likelihood micro-kernel call.
 pub const MR: usize = 6;
 
+/// `unsafe fn $name::<$P>(rows, k, xe, ldx, a, bias, out, ldo)`: the rows
+/// in blocks of [`MR`] through `$kernel::<MR, $P>`, the last few through
+/// the kernel of their count (the AVX2 and AVX-512 kernels' row loop).
+macro_rules! row_blocks {
+    ($features:literal, $name:ident, $kernel:ident, $P:ident) => {
+        #[target_feature(enable = $features)]
+        #[allow(clippy::too_many_arguments)]
+        unsafe fn $name<const $P: usize>(
+            rows: usize,
+            k: usize,
+            xe: *const f32,
+            ldx: usize,
+            a: *const f32,
+            bias: *const f32,
+            out: *mut f32,
+            ldo: usize,
+        ) {
+            let mut r = 0;
+            while r + MR <= rows {
+                $kernel::<MR, $P>(k, xe.add(r * ldx), ldx, a, bias, out.add(r * ldo), ldo);
+                r += MR;
+            }
+            let (x, o) = (xe.add(r * ldx), out.add(r * ldo));
+            match rows - r {
+                0 => {}
+                1 => $kernel::<1, $P>(k, x, ldx, a, bias, o, ldo),
+                2 => $kernel::<2, $P>(k, x, ldx, a, bias, o, ldo),
+                3 => $kernel::<3, $P>(k, x, ldx, a, bias, o, ldo),
+                4 => $kernel::<4, $P>(k, x, ldx, a, bias, o, ldo),
+                _ => $kernel::<5, $P>(k, x, ldx, a, bias, o, ldo),
+            }
+        }
+    };
+}
+pub(super) use row_blocks;
+
 #[cfg(target_arch = "x86_64")]
 fn has_avx2_fma() -> bool {
     use std::sync::OnceLock;
@@ -55,6 +91,24 @@ pub fn loglikes(
     assert!(a.len() >= panels * k * LANES && bias.len() >= panels * LANES);
     assert!(rows == 0 || out.len() >= (rows - 1) * ldo + panels * LANES);
     #[cfg(target_arch = "x86_64")]
+    if super::avx512::available() {
+        // SAFETY: the CPU has AVX-512F, AVX2 and FMA; sizes checked above.
+        unsafe {
+            super::avx512::loglikes(
+                rows,
+                k,
+                xe.as_ptr(),
+                ldx,
+                a.as_ptr(),
+                bias.as_ptr(),
+                panels,
+                out.as_mut_ptr(),
+                ldo,
+            )
+        };
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
     if has_avx2_fma() {
         // SAFETY: the CPU has AVX2 and FMA; sizes checked above.
         unsafe {
@@ -73,54 +127,6 @@ pub fn loglikes(
         return;
     }
     portable_loglikes(rows, k, xe, ldx, a, bias, panels, out, ldo);
-}
-
-/// Log-likelihoods of one expanded frame `xe` (length `k`) against the
-/// panels listed in `panels` (indices into `a`: `_ × k × LANES`, and `bias`:
-/// `_ × LANES`), panel `i`'s lanes into `out[i·LANES..]`. Each value is
-/// bit-identical to [`loglikes`]' for that frame and panel (the same fused
-/// multiply-adds in the same order); several panels are in flight at once,
-/// so one frame is not bound by the latency of one accumulator's chain.
-pub fn gathered_loglikes(
-    k: usize,
-    xe: &[f32],
-    a: &[f32],
-    bias: &[f32],
-    panels: &[u32],
-    out: &mut [f32],
-) {
-    assert!(xe.len() >= k && out.len() >= panels.len() * LANES);
-    let np = bias.len() / LANES;
-    assert!(a.len() >= np * k * LANES && panels.iter().all(|&p| (p as usize) < np));
-    #[cfg(target_arch = "x86_64")]
-    if has_avx2_fma() {
-        // SAFETY: the CPU has AVX2 and FMA; sizes and panel indices checked above.
-        unsafe {
-            avx2::gathered_loglikes(
-                k,
-                xe.as_ptr(),
-                a.as_ptr(),
-                bias.as_ptr(),
-                panels,
-                out.as_mut_ptr(),
-            )
-        };
-        return;
-    }
-    for (i, &p) in panels.iter().enumerate() {
-        let p = p as usize;
-        portable_loglikes(
-            1,
-            k,
-            xe,
-            k,
-            &a[p * k * LANES..(p + 1) * k * LANES],
-            &bias[p * LANES..(p + 1) * LANES],
-            1,
-            &mut out[i * LANES..(i + 1) * LANES],
-            LANES,
-        );
-    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -271,29 +277,40 @@ fn portable_stats(
 /// error ≈ 2 ulp; exact 0 below −87.3 (where f32 would go subnormal).
 #[inline(always)]
 pub fn exp_f32(x: f32) -> f32 {
-    const LOG2E: f32 = std::f32::consts::LOG2_E;
-    const LN2_HI: f32 = 0.693_359_4;
-    const LN2_LO: f32 = -2.121_944_4e-4;
-    const MAGIC: f32 = 12_582_912.0; // 1.5·2^23: adding it rounds to an integer
-    let xc = x.clamp(-87.3, 88.3);
-    let t = xc * LOG2E + MAGIC;
-    let n = t - MAGIC;
+    let xc = x.clamp(EXP_MIN, EXP_MAX);
+    let t = xc * std::f32::consts::LOG2_E + EXP_MAGIC;
+    let n = t - EXP_MAGIC;
     let r = xc - n * LN2_HI - n * LN2_LO;
-    let mut p = 1.987_569_2e-4f32;
-    p = p * r + 1.398_199_9e-3;
-    p = p * r + 8.333_452e-3;
-    p = p * r + 4.166_579_6e-2;
-    p = p * r + 1.666_666_5e-1;
-    p = p * r + 5.000_000_1e-1;
+    let mut p = EXP_POLY[0];
+    for &c in &EXP_POLY[1..] {
+        p = p * r + c;
+    }
     p = p * r * r + r + 1.0;
     let ni = (t.to_bits() as i32).wrapping_sub(0x4B40_0000);
     let scale = f32::from_bits((ni.wrapping_add(127) << 23) as u32);
-    if x < -87.3 {
+    if x < EXP_MIN {
         0.0
     } else {
         p * scale
     }
 }
+
+/// The constants of [`exp_f32`] and its vector versions: the clamp, the
+/// rounding constant (1.5·2²³: adding it rounds to an integer), ln 2 in two
+/// parts, and Cephes' polynomial, highest power first.
+pub(super) const EXP_MIN: f32 = -87.3;
+pub(super) const EXP_MAX: f32 = 88.3;
+pub(super) const EXP_MAGIC: f32 = 12_582_912.0;
+pub(super) const LN2_HI: f32 = 0.693_359_4;
+pub(super) const LN2_LO: f32 = -2.121_944_4e-4;
+pub(super) const EXP_POLY: [f32; 6] = [
+    1.987_569_2e-4,
+    1.398_199_9e-3,
+    8.333_452e-3,
+    4.166_579_6e-2,
+    1.666_666_5e-1,
+    5.000_000_1e-1,
+];
 
 macro_rules! row_fns {
     ($max:ident, $lse:ident, $softmax:ident) => {
@@ -355,45 +372,100 @@ macro_rules! row_fns {
 
 row_fns!(max_portable, sumexp_portable, softmax_portable);
 
+/// Log-likelihoods of one expanded frame `xe` (length `k`) against the
+/// panels listed in `panels` (indices into `a`: `_ × k × LANES`, and `bias`:
+/// `_ × LANES`), panel `i`'s lanes into `out[i·LANES..]`. Each value is
+/// bit-identical to [`loglikes`]' for that frame and panel (the same fused
+/// multiply-adds in the same order); several panels are in flight at once,
+/// so one frame is not bound by the latency of one accumulator's chain.
+pub fn gathered_loglikes(
+    k: usize,
+    xe: &[f32],
+    a: &[f32],
+    bias: &[f32],
+    panels: &[u32],
+    out: &mut [f32],
+) {
+    assert!(xe.len() >= k && out.len() >= panels.len() * LANES);
+    let np = bias.len() / LANES;
+    assert!(a.len() >= np * k * LANES && panels.iter().all(|&p| (p as usize) < np));
+    #[cfg(target_arch = "x86_64")]
+    if has_avx2_fma() {
+        // SAFETY: the CPU has AVX2 and FMA; sizes and panel indices checked above.
+        unsafe {
+            avx2::gathered_loglikes(
+                k,
+                xe.as_ptr(),
+                a.as_ptr(),
+                bias.as_ptr(),
+                panels,
+                out.as_mut_ptr(),
+            )
+        };
+        return;
+    }
+    for (i, &p) in panels.iter().enumerate() {
+        let p = p as usize;
+        portable_loglikes(
+            1,
+            k,
+            xe,
+            k,
+            &a[p * k * LANES..(p + 1) * k * LANES],
+            &bias[p * LANES..(p + 1) * LANES],
+            1,
+            &mut out[i * LANES..(i + 1) * LANES],
+            LANES,
+        );
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
-mod avx2_rows {
-    use super::{exp_f32, LANES};
+pub(super) mod avx2_rows {
+    use super::{exp_f32, EXP_MAGIC, EXP_MAX, EXP_MIN, EXP_POLY, LANES, LN2_HI, LN2_LO};
     use std::arch::x86_64::*;
 
     /// [`exp_f32`] on 8 lanes (same constants; FMA in the reduction).
     #[inline(always)]
     unsafe fn exp8(x: __m256) -> __m256 {
         let set = _mm256_set1_ps;
-        let xc = _mm256_max_ps(_mm256_min_ps(x, set(88.3)), set(-87.3));
-        let t = _mm256_fmadd_ps(xc, set(std::f32::consts::LOG2_E), set(12_582_912.0));
-        let n = _mm256_sub_ps(t, set(12_582_912.0));
-        let r = _mm256_fnmadd_ps(n, set(0.693_359_4), xc);
-        let r = _mm256_fnmadd_ps(n, set(-2.121_944_4e-4), r);
-        let mut p = set(1.987_569_2e-4);
-        p = _mm256_fmadd_ps(p, r, set(1.398_199_9e-3));
-        p = _mm256_fmadd_ps(p, r, set(8.333_452e-3));
-        p = _mm256_fmadd_ps(p, r, set(4.166_579_6e-2));
-        p = _mm256_fmadd_ps(p, r, set(1.666_666_5e-1));
-        p = _mm256_fmadd_ps(p, r, set(5.000_000_1e-1));
+        let xc = _mm256_max_ps(_mm256_min_ps(x, set(EXP_MAX)), set(EXP_MIN));
+        let t = _mm256_fmadd_ps(xc, set(std::f32::consts::LOG2_E), set(EXP_MAGIC));
+        let n = _mm256_sub_ps(t, set(EXP_MAGIC));
+        let r = _mm256_fnmadd_ps(n, set(LN2_HI), xc);
+        let r = _mm256_fnmadd_ps(n, set(LN2_LO), r);
+        let mut p = set(EXP_POLY[0]);
+        for &c in &EXP_POLY[1..] {
+            p = _mm256_fmadd_ps(p, r, set(c));
+        }
         p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, set(1.0)));
         let ni = _mm256_sub_epi32(_mm256_castps_si256(t), _mm256_set1_epi32(0x4B40_0000));
         let scale = _mm256_castsi256_ps(_mm256_slli_epi32(
             _mm256_add_epi32(ni, _mm256_set1_epi32(127)),
             23,
         ));
-        let under = _mm256_cmp_ps(x, set(-87.3), _CMP_LT_OQ);
+        let under = _mm256_cmp_ps(x, set(EXP_MIN), _CMP_LT_OQ);
         _mm256_andnot_ps(under, _mm256_mul_ps(p, scale))
     }
 
+    /// ((a0 + a4) + (a1 + a5)) + ((a2 + a6) + (a3 + a7)), in registers.
     #[inline(always)]
     unsafe fn hsum(v: __m256) -> f32 {
-        let mut a = [0f32; LANES];
-        _mm256_storeu_ps(a.as_mut_ptr(), v);
-        ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]))
+        let b = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+        let c = _mm_add_ps(b, _mm_movehdup_ps(b)); // [b0 + b1, _, b2 + b3, _]
+        _mm_cvtss_f32(_mm_add_ss(c, _mm_movehl_ps(c, c)))
+    }
+
+    /// The largest of 8 lanes (exact, in any order).
+    #[inline(always)]
+    unsafe fn hmax(v: __m256) -> f32 {
+        let b = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+        let c = _mm_max_ps(b, _mm_movehdup_ps(b));
+        _mm_cvtss_f32(_mm_max_ss(c, _mm_movehl_ps(c, c)))
     }
 
     #[inline(always)]
-    unsafe fn max(row: &[f32]) -> f32 {
+    pub unsafe fn max(row: &[f32]) -> f32 {
         let n8 = row.len() / LANES * LANES;
         let mut m = _mm256_set1_ps(f32::NEG_INFINITY);
         let mut i = 0;
@@ -401,9 +473,7 @@ mod avx2_rows {
             m = _mm256_max_ps(m, _mm256_loadu_ps(row.as_ptr().add(i)));
             i += LANES;
         }
-        let mut a = [0f32; LANES];
-        _mm256_storeu_ps(a.as_mut_ptr(), m);
-        let mut mx = a.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let mut mx = hmax(m);
         for &v in &row[n8..] {
             mx = mx.max(v);
         }
@@ -411,6 +481,20 @@ mod avx2_rows {
     }
 
     #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn log_sum_exp_rows(
+        v: &[f32],
+        rows: usize,
+        len: usize,
+        out: &mut [f32],
+        stride: usize,
+    ) {
+        for r in 0..rows {
+            out[r * stride] = log_sum_exp(&v[r * len..(r + 1) * len]);
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
     pub unsafe fn log_sum_exp(row: &[f32]) -> f32 {
         let mx = max(row);
         if mx == f32::NEG_INFINITY {
@@ -427,6 +511,14 @@ mod avx2_rows {
             );
             i += LANES;
         }
+        finish_lse(acc, row, n8, mx)
+    }
+
+    /// The end of a log-sum-exp: the lanes of `acc` (the sums of
+    /// `exp(v − mx)` over the 8-lane chunks of `row[..n8]`) added as a
+    /// tree, the rest of the row one by one, and the log.
+    #[inline(always)]
+    pub unsafe fn finish_lse(acc: __m256, row: &[f32], n8: usize, mx: f32) -> f32 {
         let mut sum = hsum(acc);
         for &v in &row[n8..] {
             sum += exp_f32(v - mx);
@@ -470,6 +562,11 @@ mod avx2_rows {
 /// `log Σ exp(row)`, subtracting the max first; −∞ for an empty or all −∞ row.
 pub fn log_sum_exp(row: &[f32]) -> f32 {
     #[cfg(target_arch = "x86_64")]
+    if super::avx512::available() {
+        // SAFETY: the CPU has AVX-512F, AVX2 and FMA.
+        return unsafe { super::avx512::log_sum_exp(row) };
+    }
+    #[cfg(target_arch = "x86_64")]
     if has_avx2_fma() {
         // SAFETY: the CPU has AVX2 and FMA.
         return unsafe { avx2_rows::log_sum_exp(row) };
@@ -479,6 +576,25 @@ pub fn log_sum_exp(row: &[f32]) -> f32 {
         return mx;
     }
     mx + sumexp_portable(row, mx).ln()
+}
+
+/// [`log_sum_exp`] of each of `rows` rows of `len` values of `v`, into
+/// `out[r · stride]`.
+pub fn log_sum_exp_rows(v: &[f32], rows: usize, len: usize, out: &mut [f32], stride: usize) {
+    assert!(v.len() >= rows * len && (rows == 0 || out.len() > (rows - 1) * stride));
+    #[cfg(target_arch = "x86_64")]
+    if super::avx512::available() {
+        // SAFETY: the CPU has AVX-512F, AVX2 and FMA; sizes checked above.
+        return unsafe { super::avx512::log_sum_exp_rows(v, rows, len, out, stride) };
+    }
+    #[cfg(target_arch = "x86_64")]
+    if has_avx2_fma() {
+        // SAFETY: the CPU has AVX2 and FMA; sizes checked above.
+        return unsafe { avx2_rows::log_sum_exp_rows(v, rows, len, out, stride) };
+    }
+    for r in 0..rows {
+        out[r * stride] = log_sum_exp(&v[r * len..(r + 1) * len]);
+    }
 }
 
 /// Replace `row` (log-likelihoods) by its softmax (posteriors); return the
@@ -499,7 +615,7 @@ pub fn softmax(row: &mut [f32]) -> f32 {
 }
 
 #[cfg(target_arch = "x86_64")]
-mod avx2 {
+pub(super) mod avx2 {
     use super::{LANES, MR, SC, SG};
     use std::arch::x86_64::*;
 
@@ -601,34 +717,7 @@ mod avx2 {
         }
     }
 
-    #[target_feature(enable = "avx2,fma")]
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn rows_loop<const NP: usize>(
-        rows: usize,
-        k: usize,
-        xe: *const f32,
-        ldx: usize,
-        a: *const f32,
-        bias: *const f32,
-        out: *mut f32,
-        ldo: usize,
-    ) {
-        let mut r = 0;
-        while r + MR <= rows {
-            kernel::<MR, NP>(k, xe.add(r * ldx), ldx, a, bias, out.add(r * ldo), ldo);
-            r += MR;
-        }
-        let left = rows - r;
-        let (x, o) = (xe.add(r * ldx), out.add(r * ldo));
-        match left {
-            0 => {}
-            1 => kernel::<1, NP>(k, x, ldx, a, bias, o, ldo),
-            2 => kernel::<2, NP>(k, x, ldx, a, bias, o, ldo),
-            3 => kernel::<3, NP>(k, x, ldx, a, bias, o, ldo),
-            4 => kernel::<4, NP>(k, x, ldx, a, bias, o, ldo),
-            _ => kernel::<5, NP>(k, x, ldx, a, bias, o, ldo),
-        }
-    }
+    super::row_blocks!("avx2,fma", rows_loop, kernel, NP);
 
     #[target_feature(enable = "avx2,fma")]
     #[inline]

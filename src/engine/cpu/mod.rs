@@ -25,12 +25,14 @@
 //! in chunk order, so results are bit-identical for any thread count.
 
 mod accumulate;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
 pub mod kernels;
 mod selected;
 
 use rayon::prelude::*;
 
-use super::{Engine, FrameBatch, FrameTargets, LoadedModel};
+use super::{Engine, FrameBatch, FrameTargets, LoadedModel, StateSubsets};
 use crate::model::{AcousticModel, CovKind};
 use crate::stats::ModelAccumulators;
 use crate::{Error, Result};
@@ -208,62 +210,47 @@ impl PackedModel {
     }
 
     /// Log-likelihoods of the components of state `s` for `rows` expanded
-    /// frames `xe` (`rows × k`): `l` gets `rows × panels·LANES` (row stride
-    /// returned).
+    /// frames `xe` (`rows × k`): the first `rows × panels·LANES` values of
+    /// `l` (grown when shorter; row stride returned).
     pub fn component_block(&self, s: usize, rows: usize, xe: &[f32], l: &mut Vec<f32>) -> usize {
         let (np, a, bias) = self.state_panels(s);
         let ldo = np * LANES;
-        l.clear();
-        l.resize(rows * ldo, 0.0);
+        if l.len() < rows * ldo {
+            l.resize(rows * ldo, 0.0);
+        }
         kernels::loglikes(rows, self.k, xe, self.k, a, bias, np, l, ldo);
         ldo
     }
 
-    /// The log-likelihoods of `states` for one expanded frame `xe` into `out`
-    /// (one per state; `panels`, `comp`: scratch); each bit-identical to
-    /// that element of [`Self::score_block`].
-    pub fn some_state_loglikes(
+    /// The log-likelihoods of state `s` for `rows` expanded frames `xe`
+    /// (`rows × k`) into `out[r · stride]` (`comp`: scratch): the arithmetic
+    /// of every state log-likelihood this engine computes, so a value is the
+    /// same bits whichever caller asks and with whichever rows.
+    pub fn state_rows(
         &self,
-        states: &[u32],
+        s: usize,
+        rows: usize,
         xe: &[f32],
-        panels: &mut Vec<u32>,
         comp: &mut Vec<f32>,
         out: &mut [f32],
+        stride: usize,
     ) {
-        panels.clear();
-        for &s in states {
-            let (p0, p1) = (
-                self.panel_offsets[s as usize],
-                self.panel_offsets[s as usize + 1],
-            );
-            panels.extend(p0 as u32..p1 as u32);
-        }
-        comp.clear();
-        comp.resize(panels.len() * LANES, 0.0);
-        kernels::gathered_loglikes(self.k, xe, &self.a, &self.bias, panels, comp);
-        let mut at = 0;
-        for (&s, o) in states.iter().zip(out.iter_mut()) {
-            let n = (self.panel_offsets[s as usize + 1] - self.panel_offsets[s as usize]) * LANES;
-            // Whole panels: virtual lanes are −∞ and add exactly 0.
-            *o = kernels::log_sum_exp(&comp[at..at + n]);
-            at += n;
-        }
+        let ldo = self.component_block(s, rows, xe, comp);
+        // Whole padded rows: virtual lanes are −∞ and add exactly 0.
+        kernels::log_sum_exp_rows(comp, rows, ldo, out, stride);
     }
 
-    /// State log-likelihoods for a block of frames into `out` (`rows × S`).
-    fn score_block(&self, feats: &[f32], rows: usize, out: &mut [f32]) {
-        let (d, k, ns) = (self.dim, self.k, self.num_states());
+    /// The log-likelihoods of `states` for a block of frames into `out`
+    /// (`rows × states.len()`).
+    fn score_columns(&self, feats: &[f32], rows: usize, states: &[u32], out: &mut [f32]) {
+        let (d, k) = (self.dim, self.k);
         let mut xe = vec![0f32; rows * k];
         for r in 0..rows {
             self.expand(&feats[r * d..(r + 1) * d], &mut xe[r * k..(r + 1) * k]);
         }
         let mut l = Vec::new();
-        for s in 0..ns {
-            let ldo = self.component_block(s, rows, &xe, &mut l);
-            // Whole padded rows: virtual lanes are −∞ and add exactly 0.
-            for r in 0..rows {
-                out[r * ns + s] = kernels::log_sum_exp(&l[r * ldo..(r + 1) * ldo]);
-            }
+        for (c, &s) in states.iter().enumerate() {
+            self.state_rows(s as usize, rows, &xe, &mut l, &mut out[c..], states.len());
         }
     }
 }
@@ -278,6 +265,9 @@ fn term_start(kind: CovKind, d: usize, i: usize) -> usize {
         CovKind::Full => (i + 1..d).map(|j| j + 2).sum(),
     }
 }
+
+/// Frames per parallel block of a subset call (a multiple of the kernel's rows).
+const SUBSET_ROWS: usize = 20 * kernels::MR;
 
 /// A model loaded on the CPU engine.
 pub struct CpuModel<'e> {
@@ -330,10 +320,43 @@ impl LoadedModel for CpuModel<'_> {
             .next_multiple_of(kernels::MR)
             .clamp(kernels::MR, 120);
         let d = p.dim;
+        let all: Vec<u32> = (0..ns as u32).collect();
         self.engine.pool.install(|| {
             out.par_chunks_mut(fr * ns).enumerate().for_each(|(i, o)| {
                 let rows = o.len() / ns;
-                p.score_block(&feats.data[i * fr * d..(i * fr + rows) * d], rows, o);
+                p.score_columns(&feats.data[i * fr * d..(i * fr + rows) * d], rows, &all, o);
+            })
+        });
+        Ok(())
+    }
+
+    /// Only the states asked for, each utterance's rows in blocks of up to
+    /// 120 frames in parallel (`state_rows`, as every score of this engine).
+    fn state_loglikes_subset(
+        &mut self,
+        feats: FrameBatch<'_>,
+        subsets: &StateSubsets,
+        out: &mut [f32],
+    ) -> Result<()> {
+        let p = &self.packed;
+        check_feats(p, &feats)?;
+        subsets.check(feats.frames, p.num_states(), out.len())?;
+        let d = p.dim;
+        let mut jobs = Vec::new();
+        let mut row = 0;
+        for (u, block) in subsets.split_mut(out).into_iter().enumerate() {
+            let states = subsets.states(u);
+            if !states.is_empty() {
+                for (i, o) in block.chunks_mut(SUBSET_ROWS * states.len()).enumerate() {
+                    jobs.push((row + i * SUBSET_ROWS, states, o));
+                }
+            }
+            row += subsets.frames(u);
+        }
+        self.engine.pool.install(|| {
+            jobs.into_par_iter().for_each(|(r0, states, o)| {
+                let rows = o.len() / states.len();
+                p.score_columns(&feats.data[r0 * d..(r0 + rows) * d], rows, states, o);
             })
         });
         Ok(())

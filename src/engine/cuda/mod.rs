@@ -45,6 +45,9 @@ pub(crate) struct Kernels {
     pub accum_stats: CudaFunction,
     pub reduce_partials: CudaFunction,
     pub sum_f64: CudaFunction,
+    /// Each frame's utterance's columns of a block of state scores
+    /// (`LoadedModel::state_loglikes_subset`).
+    pub gather_columns: CudaFunction,
     /// The tensor-core scoring kernel (resident `block_score_tc`, or the
     /// K-chunked `block_score_tck` when `shape.kc > 0`) and its split merge,
     /// where the shape has them (`shape.tcw > 0`).
@@ -285,6 +288,7 @@ impl CudaEngine {
             accum_stats: f("accum_stats")?,
             reduce_partials: f("reduce_partials")?,
             sum_f64: f("sum_f64")?,
+            gather_columns: f("gather_columns")?,
             block_score_tc: match (shape.tcw, shape.kc) {
                 (0, _) => None,
                 (_, 0) => Some(f("block_score_tc")?),

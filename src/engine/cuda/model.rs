@@ -40,7 +40,7 @@ use super::operands::to_fragments;
 use super::pinned::PinnedBuf;
 use super::plan::{self, PlanShape};
 use super::{driver_err, CudaEngine, Kernels};
-use crate::engine::{FrameBatch, FrameTargets, HostFrames, LoadedModel};
+use crate::engine::{FrameBatch, FrameTargets, HostFrames, LoadedModel, StateSubsets};
 use crate::layout::StateBlockLayout;
 use crate::model::{AcousticModel, CovKind};
 use crate::stats::ModelAccumulators;
@@ -713,6 +713,37 @@ impl<'e> CudaModel<'e> {
         })
     }
 
+    /// Score the frames of `feats` against every state, chunk by chunk
+    /// (the chunking, and so the bits, of every such call), into a device
+    /// buffer of `chunk frames × states` values; after each chunk's kernels,
+    /// `take(stream, scores, c0, c1)` enqueues what takes frames `[c0, c1)`
+    /// out of it. Synchronises before it returns.
+    fn score_chunks(
+        &mut self,
+        feats: &FrameBatch<'_>,
+        mut take: impl FnMut(&Arc<CudaStream>, &CudaSlice<f32>, usize, usize) -> Result<()>,
+    ) -> Result<()> {
+        self.timers.clear();
+        self.ensure_blocks()?;
+        let (d, s_count) = (feats.dim, self.state_ng.len());
+        let nf = self.chunk_frames(feats.frames, 4 * (d + s_count))?;
+        let s = self.eng.stream.clone();
+        let e = driver_err("state log-likelihoods");
+        let mut scores = s.alloc_zeros::<f32>(nf * s_count).map_err(&e)?;
+        for c0 in (0..feats.frames).step_by(nf) {
+            let c1 = (c0 + nf).min(feats.frames);
+            let dev = s.clone_htod(&feats.data[c0 * d..c1 * d]).map_err(&e)?;
+            let ev = (new_timing_event(self.eng)?, new_timing_event(self.eng)?);
+            ev.0.record(&s).map_err(&e)?;
+            self.launch_block_score(&dev.as_view(), c1 - c0, c1 - c0, &mut scores)?;
+            ev.1.record(&s).map_err(&e)?;
+            self.timers.push(ev);
+            take(&s, &scores, c0, c1)?;
+        }
+        s.synchronize().map_err(&e)?;
+        Ok(())
+    }
+
     /// Zero the device accumulators.
     fn begin_stats(&mut self) -> Result<CudaSlice<f64>> {
         let n = self.total_gaussians * self.kz;
@@ -1124,6 +1155,44 @@ impl<'e> CudaModel<'e> {
 }
 
 /// An event that records time (cudarc's default disables timing).
+/// The per-frame tables of `gather_columns` for a batch's state subsets.
+struct SubsetTables {
+    /// Per frame, where its output row starts (one more entry: the total).
+    row_out: Vec<u64>,
+    /// Per frame, its utterance's first entry in `states` and its count.
+    cols: Vec<i32>,
+    /// Every utterance's states, one after another (never empty: a lone 0
+    /// when none, which no frame reads).
+    states: Vec<u32>,
+}
+
+impl SubsetTables {
+    fn new(subsets: &StateSubsets) -> Self {
+        let frames = subsets.total_frames();
+        let mut t = SubsetTables {
+            row_out: Vec::with_capacity(frames + 1),
+            cols: Vec::with_capacity(2 * frames),
+            states: Vec::new(),
+        };
+        let mut at = 0u64;
+        for u in 0..subsets.len() {
+            let st = subsets.states(u);
+            let first = t.states.len() as i32;
+            t.states.extend_from_slice(st);
+            for _ in 0..subsets.frames(u) {
+                t.row_out.push(at);
+                t.cols.extend([first, st.len() as i32]);
+                at += st.len() as u64;
+            }
+        }
+        t.row_out.push(at);
+        if t.states.is_empty() {
+            t.states.push(0);
+        }
+        t
+    }
+}
+
 /// A device scratch buffer of at least `need` floats: `kept` when it is
 /// large enough, else a new one. Its contents are not initialised: callers
 /// write every value a kernel reads.
@@ -1228,6 +1297,63 @@ impl LoadedModel for CudaModel<'_> {
         }
         s.synchronize().map_err(&e)?;
         Ok(())
+    }
+
+    /// Every state scored on the device, as `state_loglikes`, chunk by
+    /// chunk; after each chunk, `gather_columns` picks each frame's
+    /// utterance's columns into a compact device buffer and only those are
+    /// copied back (forced alignment: an utterance's graph reaches a few
+    /// pdfs of thousands).
+    fn state_loglikes_subset(
+        &mut self,
+        feats: FrameBatch<'_>,
+        subsets: &StateSubsets,
+        out: &mut [f32],
+    ) -> Result<()> {
+        check_dim("state log-likelihoods", feats.dim, self.model.dim)?;
+        let s_count = self.state_ng.len();
+        subsets.check(feats.frames, s_count, out.len())?;
+        if out.is_empty() {
+            return Ok(());
+        }
+        let tables = SubsetTables::new(subsets);
+        let s = self.eng.stream.clone();
+        let e = driver_err("state log-likelihood subsets");
+        let row_out = s.clone_htod(&tables.row_out).map_err(&e)?;
+        let cols = s.clone_htod(&tables.cols).map_err(&e)?;
+        let states = s.clone_htod(&tables.states).map_err(&e)?;
+        // gather_columns writes every value that is copied back.
+        let mut compact = scratch(&s, None, out.len(), "state log-likelihood subsets")?;
+        let gather = self.k.gather_columns.clone();
+        let (sc, host_rows) = (s_count as i32, &tables.row_out);
+        self.score_chunks(&feats, |s, all, c0, c1| {
+            let n = (c1 - c0) as i32;
+            let cfg = LaunchConfig {
+                grid_dim: ((c1 - c0).div_ceil(8) as u32, 1, 1),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let t0 = c0 as i32;
+            let mut lb = s.launch_builder(&gather);
+            lb.arg(all)
+                .arg(&sc)
+                .arg(&t0)
+                .arg(&n)
+                .arg(&row_out)
+                .arg(&cols)
+                .arg(&states)
+                .arg(&mut compact);
+            // SAFETY: argument types and counts match the kernel; the tables
+            // cover every frame and `compact` every output value (checked
+            // against the subsets above).
+            unsafe { lb.launch(cfg) }.map_err(driver_err("gather_columns"))?;
+            let (r0, r1) = (host_rows[c0] as usize, host_rows[c1] as usize);
+            if r1 > r0 {
+                s.memcpy_dtoh(&compact.slice(r0..r1), &mut out[r0..r1])
+                    .map_err(&e)?;
+            }
+            Ok(())
+        })
     }
 
     fn component_loglikes(
