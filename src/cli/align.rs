@@ -312,7 +312,9 @@ enum Likelihoods<'e> {
 impl<'e> Likelihoods<'e> {
     fn new(engine: &'e dyn Engine, model: &AcousticModel) -> Result<Self, String> {
         let Some(threads) = engine.cpu_threads() else {
-            let loaded = engine.load(model).map_err(|e| e.to_string())?;
+            let mut loaded = engine.load(model).map_err(|e| e.to_string())?;
+            // Kaldi's accuracy, so that the totals print Kaldi's digits.
+            loaded.score_in_fp32();
             return Ok(Likelihoods::Engine(loaded));
         };
         let pool = rayon::ThreadPoolBuilder::new()

@@ -184,6 +184,15 @@ pub trait LoadedModel: Send {
     /// row-major.
     fn state_loglikes(&mut self, feats: FrameBatch<'_>, out: &mut [f32]) -> Result<()>;
 
+    /// Compute [`state_loglikes`](Self::state_loglikes) (and its row and
+    /// subset forms) with FP32 arithmetic at least as accurate as Kaldi's
+    /// from now on, where the engine would otherwise take a faster, less
+    /// accurate path (the CUDA engine's tensor-core scoring of diagonal
+    /// models; see docs/performance.md). Forced alignment asks for it, so
+    /// that its log-likelihood totals print Kaldi's digits. Default: nothing
+    /// to change.
+    fn score_in_fp32(&mut self) {}
+
     /// Rows `rows` of [`state_loglikes`](Self::state_loglikes) of `feats`
     /// into `out` (`rows.len() × num_states`): to the bit what the whole
     /// call gives those rows (the CUDA engine chooses how it splits its

@@ -345,6 +345,12 @@ impl LoadedModel for MultiModel<'_> {
         self.state_loglikes_rows(feats, 0..feats.frames, out)
     }
 
+    fn score_in_fp32(&mut self) {
+        for p in &mut self.parts {
+            p.score_in_fp32();
+        }
+    }
+
     /// On the first device (the subset of a batch is gathered there).
     fn state_loglikes_subset(
         &mut self,

@@ -165,6 +165,9 @@ pub struct CudaModel<'e> {
     efull: Option<EstepFull>,
     /// Chunks of the current (or last) statistics call that took it.
     efull_chunks: usize,
+    /// State log-likelihoods on the FP32 kernels, not the tensor cores
+    /// ([`LoadedModel::score_in_fp32`]).
+    fp32_scoring: bool,
     /// The fewest Gaussians for which global statistics take it.
     efull_min_gaussians: usize,
     /// State 0 laid out for Gaussian selection.
@@ -297,6 +300,7 @@ impl<'e> CudaModel<'e> {
             e16_min_gaussians: estep16::MIN_GAUSSIANS,
             efull: None,
             efull_chunks: 0,
+            fp32_scoring: false,
             efull_min_gaussians: estep_full::MIN_GAUSSIANS,
             gsel: None,
         })
@@ -369,7 +373,7 @@ impl<'e> CudaModel<'e> {
         let s = &self.eng.stream;
         let e = driver_err("uploading the model");
         // The tensor-core kernel reads the same weights in its operand order.
-        let w = if self.k.shape.tcw > 0 {
+        let w = if self.k.shape.tcw > 0 && !self.fp32_scoring {
             to_fragments(
                 &host.w,
                 self.kz,
@@ -605,7 +609,12 @@ impl<'e> CudaModel<'e> {
         let sh = self.k.shape;
         let (t, s) = (n as i32, self.state_ng.len() as i32);
         let stream = &self.eng.stream;
-        let Some(func) = &self.k.block_score_tc else {
+        let tc = self
+            .k
+            .block_score_tc
+            .as_ref()
+            .filter(|_| !self.fp32_scoring);
+        let Some(func) = tc else {
             let cfg = LaunchConfig {
                 grid_dim: (n.div_ceil(sh.tf) as u32, blk.layout.num_blocks() as u32, 1),
                 block_dim: (sh.threads() as u32, 1, 1),
@@ -1240,6 +1249,14 @@ impl LoadedModel for CudaModel<'_> {
 
     fn state_loglikes(&mut self, feats: FrameBatch<'_>, out: &mut [f32]) -> Result<()> {
         self.state_loglikes_rows(feats, 0..feats.frames, out)
+    }
+
+    fn score_in_fp32(&mut self) {
+        if !self.fp32_scoring && self.k.block_score_tc.is_some() {
+            self.fp32_scoring = true;
+            // The block weights are laid out for the kernel that reads them.
+            self.blk = None;
+        }
     }
 
     /// The call's chunks are those of the whole of `feats`; of each, the
