@@ -23,7 +23,7 @@ use amtool_formats::kaldi::transition::TransitionModel;
 
 use crate::engine::{self, Gpus, LoadedModel, UseGpu};
 use crate::model::AcousticModel;
-use crate::score::rescore::{prepare, FramePlan, LatticeBatch, Skip};
+use crate::score::rescore::{prepare, FramePlan, LatticeBatch, ScoredBatch, Skip};
 use crate::train::write_behind::WriteBehind;
 
 #[derive(Debug, Clone, Args)]
@@ -119,7 +119,7 @@ pub struct Rescored {
 /// One lattice as the reading thread hands it over: ready to score, or
 /// skipped with Kaldi's warning.
 enum Read {
-    Ready(String, CompactLattice, FramePlan, Matrix<f32>),
+    Ready(String, CompactLattice, Matrix<f32>),
     Skipped(String),
 }
 
@@ -132,7 +132,8 @@ const WRITE_BEHIND: usize = 256;
 /// lattices read in order and their features looked up on a reading
 /// thread, rescored here in batches with `loaded` (one engine call scores
 /// the frames of many utterances, up to `MAX_LOGLIKES` log-likelihoods at a
-/// time, or `MAX_FRAMES` frames) and written on a writing thread, so reading, scoring and writing
+/// time, or `MAX_FRAMES` frames), applied to their lattices on another
+/// thread and written on a third, so reading, scoring, applying and writing
 /// overlap. Output order, warnings and counts are those of one thread.
 pub fn rescore_tables(
     loaded: &mut dyn LoadedModel,
@@ -146,8 +147,8 @@ pub fn rescore_tables(
     crate::timeline::mark("lat_start");
     let (tx, rx) = std::sync::mpsc::sync_channel(READ_AHEAD);
     let done = std::thread::scope(|scope| {
-        let reader = scope.spawn(move || read_lattices(tables, trans, dim, old_acoustic_scale, tx));
-        let scored = score_lattices(loaded, trans, dim, rx, &mut writer);
+        let reader = scope.spawn(move || read_lattices(tables, dim, tx));
+        let scored = score_lattices(loaded, trans, dim, old_acoustic_scale, rx, &mut writer);
         // The reader stops at its first error or when the scorer hangs up.
         let read = reader
             .join()
@@ -166,16 +167,14 @@ pub fn rescore_tables(
 /// when the receiver is gone.
 fn read_lattices(
     tables: &LatticeTables,
-    trans: &TransitionModel,
     dim: usize,
-    old_acoustic_scale: f32,
     tx: std::sync::mpsc::SyncSender<Read>,
 ) -> Result<(), String> {
     let mut features =
         RandomAccessTableReader::<Matrix<f32>>::open(tables.features).map_err(|e| e.to_string())?;
     let mut lattices = SequentialTableReader::<CompactLattice>::open(tables.lattices)
         .map_err(|e| e.to_string())?;
-    while let Some((key, mut clat)) = lattices.next_entry().map_err(|e| e.to_string())? {
+    while let Some((key, clat)) = lattices.next_entry().map_err(|e| e.to_string())? {
         let Some(feats) = features.get(&key).map_err(|e| e.to_string())? else {
             let msg = format!("No feature found for utterance {key}. Skipping");
             if tx.send(Read::Skipped(msg)).is_err() {
@@ -190,11 +189,7 @@ fn read_lattices(
                 feats.cols()
             ));
         }
-        let item = match prepare(&mut clat, trans, feats.rows(), old_acoustic_scale) {
-            Ok(plan) => Read::Ready(key, clat, plan, feats.clone()),
-            Err(Skip(msg)) => Read::Skipped(format!("{msg} [utterance {key}]")),
-        };
-        if tx.send(item).is_err() {
+        if tx.send(Read::Ready(key, clat, feats.clone())).is_err() {
             break;
         }
     }
@@ -202,15 +197,81 @@ fn read_lattices(
     Ok(())
 }
 
-/// The scoring stage: lattices from the reader batched, scored and sent
-/// to the writer in order; warnings printed and counted in order.
+/// The scoring stage: lattices from the reader batched and scored here;
+/// each scored batch applied to its lattices and written, in order, on an
+/// applying thread while the next one scores. Warnings are printed and
+/// counted in order.
 fn score_lattices(
     loaded: &mut dyn LoadedModel,
     trans: &TransitionModel,
     dim: usize,
+    old_acoustic_scale: f32,
     rx: std::sync::mpsc::Receiver<Read>,
     writer: &mut WriteBehind<CompactLattice>,
 ) -> Result<Rescored, String> {
+    std::thread::scope(|scope| {
+        let (to_apply, scored) = std::sync::mpsc::sync_channel::<(ScoredBatch, Vec<usize>)>(1);
+        let (give_back, buffers) = std::sync::mpsc::channel::<Vec<f32>>();
+        let applier = scope.spawn(move || apply_and_write(trans, scored, give_back, writer));
+        let prep = Prepare {
+            trans,
+            old_acoustic_scale,
+        };
+        let skipped = batch_and_score(loaded, dim, &prep, rx, to_apply, buffers);
+        let written = applier
+            .join()
+            .unwrap_or_else(|_| Err("the lattice writer failed".into()));
+        let (written, errors) = (written?, skipped?);
+        Ok(Rescored { errors, ..written })
+    })
+}
+
+/// What prepares a lattice for scoring (Kaldi's scaling and checks).
+struct Prepare<'a> {
+    trans: &'a TransitionModel,
+    old_acoustic_scale: f32,
+}
+
+/// Threads that prepare a batch's lattices together.
+const PREPARE_THREADS: usize = 4;
+
+impl Prepare<'_> {
+    /// Each read lattice's plan (or why it is skipped), in order; the
+    /// lattices are prepared on up to [`PREPARE_THREADS`] threads.
+    fn all(&self, read: &mut [Read]) -> Vec<Option<Result<FramePlan, Skip>>> {
+        let mut plans: Vec<Option<Result<FramePlan, Skip>>> = read.iter().map(|_| None).collect();
+        let per = read.len().div_ceil(PREPARE_THREADS).max(1);
+        std::thread::scope(|scope| {
+            for (items, out) in read.chunks_mut(per).zip(plans.chunks_mut(per)) {
+                scope.spawn(move || {
+                    for (item, plan) in items.iter_mut().zip(out) {
+                        if let Read::Ready(_, clat, feats) = item {
+                            *plan = Some(prepare(
+                                clat,
+                                self.trans,
+                                feats.rows(),
+                                self.old_acoustic_scale,
+                            ));
+                        }
+                    }
+                });
+            }
+        });
+        plans
+    }
+}
+
+/// Lattices from the reader into batches, each prepared (in parallel),
+/// scored and sent to the applying thread; returns the number skipped
+/// (with their warnings, in input order).
+fn batch_and_score(
+    loaded: &mut dyn LoadedModel,
+    dim: usize,
+    prep: &Prepare<'_>,
+    rx: std::sync::mpsc::Receiver<Read>,
+    to_apply: std::sync::mpsc::SyncSender<(ScoredBatch, Vec<usize>)>,
+    buffers: std::sync::mpsc::Receiver<Vec<f32>>,
+) -> Result<usize, String> {
     // A batch is scored at this many log-likelihoods or frames, whichever
     // comes first: big enough to fill a GPU, small enough that reading the
     // next batch and writing the last overlap its scoring.
@@ -218,37 +279,73 @@ fn score_lattices(
     const MAX_FRAMES: usize = 1 << 15;
     let num_pdfs = loaded.num_states().max(1);
     let mut batch = LatticeBatch::new(dim);
-    let mut rows_pending: Vec<usize> = Vec::new();
+    let mut skipped = 0;
+    let mut flush = |pending: &mut Vec<Read>| -> Result<bool, String> {
+        let plans = prep.all(pending);
+        let mut rows = Vec::new();
+        for (item, plan) in pending.drain(..).zip(plans) {
+            match (item, plan) {
+                (Read::Ready(key, clat, feats), Some(Ok(plan))) => {
+                    rows.push(feats.rows());
+                    batch.push(key, clat, plan, feats.data());
+                }
+                (Read::Ready(key, ..), Some(Err(Skip(msg)))) => {
+                    crate::kaldi_warn!("{msg} [utterance {key}]");
+                    skipped += 1;
+                }
+                (Read::Skipped(msg), _) => {
+                    crate::kaldi_warn!("{msg}");
+                    skipped += 1;
+                }
+                (Read::Ready(key, ..), None) => {
+                    return Err(format!("utterance {key}: its lattice was not prepared"))
+                }
+            }
+        }
+        while let Ok(buf) = buffers.try_recv() {
+            batch.recycle(buf);
+        }
+        let scored = batch.score_only(loaded).map_err(|e| e.to_string())?;
+        // A closed channel: the applying thread stopped on an error (its own).
+        Ok(to_apply.send((scored, rows)).is_ok())
+    };
+    let mut pending: Vec<Read> = Vec::new();
+    let mut frames = 0;
+    for item in rx {
+        if let Read::Ready(_, _, feats) = &item {
+            frames += feats.rows();
+        }
+        pending.push(item);
+        if frames * num_pdfs >= MAX_LOGLIKES || frames >= MAX_FRAMES {
+            frames = 0;
+            if !flush(&mut pending)? {
+                return Ok(skipped);
+            }
+        }
+    }
+    if !pending.is_empty() {
+        flush(&mut pending)?;
+    }
+    Ok(skipped)
+}
+
+/// The applying thread: each scored batch's scores into its lattices, then
+/// written in order; the scores buffers go back for the next batches.
+fn apply_and_write(
+    trans: &TransitionModel,
+    scored: std::sync::mpsc::Receiver<(ScoredBatch, Vec<usize>)>,
+    give_back: std::sync::mpsc::Sender<Vec<f32>>,
+    writer: &mut WriteBehind<CompactLattice>,
+) -> Result<Rescored, String> {
     let mut done = Rescored::default();
-    let mut flush = |batch: &mut LatticeBatch,
-                     rows: &mut Vec<usize>,
-                     done: &mut Rescored|
-     -> Result<(), String> {
-        let scored = batch.score(trans, loaded).map_err(|e| e.to_string())?;
-        for ((key, clat), r) in scored.into_iter().zip(rows.drain(..)) {
+    for (batch, rows) in scored {
+        let (lattices, buf) = batch.apply(trans);
+        let _ = give_back.send(buf);
+        for ((key, clat), r) in lattices.into_iter().zip(rows) {
             writer.write(key, clat).map_err(|e| e.to_string())?;
             done.lattices += 1;
             done.frames += r as i64;
         }
-        Ok(())
-    };
-    for item in rx {
-        match item {
-            Read::Ready(key, clat, plan, feats) => {
-                rows_pending.push(feats.rows());
-                batch.push(key, clat, plan, feats.data());
-            }
-            Read::Skipped(msg) => {
-                crate::kaldi_warn!("{msg}");
-                done.errors += 1;
-            }
-        }
-        if batch.num_frames() * num_pdfs >= MAX_LOGLIKES || batch.num_frames() >= MAX_FRAMES {
-            flush(&mut batch, &mut rows_pending, &mut done)?;
-        }
-    }
-    if !batch.is_empty() {
-        flush(&mut batch, &mut rows_pending, &mut done)?;
     }
     Ok(done)
 }
