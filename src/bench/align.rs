@@ -28,12 +28,10 @@
 
 use amtool_formats::kaldi::fst::StdVectorFst;
 use amtool_formats::kaldi::gmm::{AmDiagGmm, DiagGmm};
-use amtool_formats::kaldi::matrix::Matrix;
 use amtool_formats::kaldi::model::KaldiModel;
-use amtool_formats::kaldi::table::TableWriter;
 
 use super::json::Json;
-use super::lattice::read_all;
+use super::replicate::{case_err, replicate};
 use super::{time_median, BenchConfig};
 use crate::align::decoder::DecoderOptions;
 use crate::align::AlignConfig;
@@ -44,15 +42,12 @@ use crate::{Error, Result};
 
 const MODEL: &str = "testdata/kaldi/final.mdl";
 const GRAPHS: &str = "ark:testdata/kaldi/ali/graphs.fsts.ark";
-const FEATS: &str = "scp:testdata/kaldi/acc/feats_cmvn_deltas.scp";
 /// The synthetic variant's shape.
 const BIG_PDFS: usize = 2000;
 const BIG_GAUSS: usize = 16;
 
 fn err(e: impl std::fmt::Display) -> Error {
-    Error::Usage(format!(
-        "bench align_ark (needs testdata/kaldi: run from the amtool source folder): {e}"
-    ))
+    case_err("align_ark", e)
 }
 
 /// The fixture's command (testdata/kaldi/ali/gmm-align-compiled.log).
@@ -71,36 +66,6 @@ pub(crate) fn fixture_settings() -> AlignSettings {
         transition_scale: 1.0,
         self_loop_scale: 0.1,
     }
-}
-
-/// The fixture's graphs and features copied under new keys into two
-/// archives in `dir` until they hold `min_frames`; their rspecifiers, the
-/// frame and utterance counts.
-fn replicate(dir: &std::path::Path, min_frames: usize) -> Result<(String, String, usize, usize)> {
-    let graphs = read_all::<StdVectorFst>(GRAPHS).map_err(err)?;
-    let feats = read_all::<Matrix<f32>>(FEATS).map_err(err)?;
-    let per_copy: usize = feats.iter().map(|(_, m)| m.rows()).sum();
-    let copies = min_frames.div_ceil(per_copy.max(1)).max(1);
-    let graph_spec = format!("ark:{}", dir.join("graphs.ark").display());
-    let feat_spec = format!("ark:{}", dir.join("feats.ark").display());
-    let mut gw = TableWriter::<StdVectorFst>::open(&graph_spec).map_err(err)?;
-    let mut fw = TableWriter::<Matrix<f32>>::open(&feat_spec).map_err(err)?;
-    for c in 0..copies {
-        for (k, g) in &graphs {
-            gw.write(&format!("r{c:04}-{k}"), g).map_err(err)?;
-        }
-        for (k, m) in &feats {
-            fw.write(&format!("r{c:04}-{k}"), m).map_err(err)?;
-        }
-    }
-    gw.close().map_err(err)?;
-    fw.close().map_err(err)?;
-    Ok((
-        graph_spec,
-        feat_spec,
-        copies * per_copy,
-        copies * graphs.len(),
-    ))
 }
 
 /// `g` with exactly `n` Gaussians. Fewer: split, component `i` a copy of
@@ -205,7 +170,9 @@ pub fn align_ark(
     let tmp = tempfile::tempdir().map_err(err)?;
     let dir = cfg.path.as_deref().unwrap_or(tmp.path());
     std::fs::create_dir_all(dir).map_err(err)?;
-    let (graphs, features, frames, utts) = replicate(dir, cfg.frames.unwrap_or(200_000))?;
+    let rep = replicate::<StdVectorFst>(dir, GRAPHS, "graphs", cfg.frames.unwrap_or(200_000))
+        .map_err(err)?;
+    let (graphs, features, frames, utts) = (rep.table, rep.features, rep.frames, rep.entries);
     if cfg.path.is_some() {
         std::fs::write(dir.join("fixture.mdl"), fixture.to_bytes(true)).map_err(err)?;
         std::fs::write(dir.join("pdfs2000x16.mdl"), big.to_bytes(true)).map_err(err)?;

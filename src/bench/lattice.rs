@@ -10,10 +10,11 @@
 use amtool_formats::kaldi::lattice::CompactLattice;
 use amtool_formats::kaldi::matrix::Matrix;
 use amtool_formats::kaldi::model::KaldiModel;
-use amtool_formats::kaldi::table::{SequentialTableReader, TableWriter};
+use amtool_formats::kaldi::table::TableWriter;
 
 use super::json::Json;
 use super::random::{self, Rng};
+use super::replicate::{case_err, read_all, replicate};
 use super::{time_median, BenchConfig};
 use crate::cli::rescore_lattice::{rescore_tables, LatticeTables};
 use crate::engine::{Engine, FrameBatch};
@@ -22,7 +23,6 @@ use crate::{Error, Result};
 
 const MODEL: &str = "testdata/kaldi/final.mdl";
 const LATTICES: &str = "ark:gunzip -c testdata/kaldi/lattice/lat.ark.gz |";
-const FEATS: &str = "scp:testdata/kaldi/acc/feats_cmvn_deltas.scp";
 
 /// Whether the fixture data this case reads is here (the default run
 /// leaves the case out elsewhere).
@@ -31,45 +31,7 @@ pub fn data_present() -> bool {
 }
 
 fn err(e: impl std::fmt::Display) -> Error {
-    Error::Usage(format!(
-        "bench score_lattice (needs testdata/kaldi: run from the amtool source folder): {e}"
-    ))
-}
-
-/// Every entry of a table, in order.
-pub(super) fn read_all<H: amtool_formats::kaldi::holder::Holder>(
-    spec: &str,
-) -> Result<Vec<(String, H)>> {
-    let mut r = SequentialTableReader::<H>::open(spec).map_err(err)?;
-    let mut out = Vec::new();
-    while let Some(e) = r.next_entry().map_err(err)? {
-        out.push(e);
-    }
-    Ok(out)
-}
-
-/// The fixture's lattices and features copied `reps` times under new keys
-/// into two archives in `dir`; their rspecifiers and the frame count.
-fn replicate(dir: &std::path::Path, min_frames: usize) -> Result<(String, String, usize)> {
-    let lats = read_all::<CompactLattice>(LATTICES)?;
-    let feats = read_all::<Matrix<f32>>(FEATS)?;
-    let per_copy: usize = feats.iter().map(|(_, m)| m.rows()).sum();
-    let copies = min_frames.div_ceil(per_copy.max(1)).max(1);
-    let lat_spec = format!("ark:{}", dir.join("lat.ark").display());
-    let feat_spec = format!("ark:{}", dir.join("feats.ark").display());
-    let mut lw = TableWriter::<CompactLattice>::open(&lat_spec).map_err(err)?;
-    let mut fw = TableWriter::<Matrix<f32>>::open(&feat_spec).map_err(err)?;
-    for c in 0..copies {
-        for (k, l) in &lats {
-            lw.write(&format!("r{c:04}-{k}"), l).map_err(err)?;
-        }
-        for (k, m) in &feats {
-            fw.write(&format!("r{c:04}-{k}"), m).map_err(err)?;
-        }
-    }
-    lw.close().map_err(err)?;
-    fw.close().map_err(err)?;
-    Ok((lat_spec, feat_spec, copies * per_copy))
+    case_err("score_lattice", e)
 }
 
 pub fn score_lattice(
@@ -88,7 +50,10 @@ pub fn score_lattice(
         CovKind::Diagonal,
     );
     let dir = tempfile::tempdir().map_err(err)?;
-    let (lat_spec, feat_spec, frames) = replicate(dir.path(), cfg.frames.unwrap_or(100_000))?;
+    let rep =
+        replicate::<CompactLattice>(dir.path(), LATTICES, "lat", cfg.frames.unwrap_or(100_000))
+            .map_err(err)?;
+    let (lat_spec, feat_spec, frames) = (rep.table, rep.features, rep.frames);
     let mut loaded = engine.load(&model)?;
 
     let out_path = dir.path().join("rescored.ark");
@@ -110,8 +75,8 @@ pub fn score_lattice(
     // lattices, each on its own (what the pipeline overlaps).
     let mut lats = Vec::new();
     let read = time_median(cfg.reps, || {
-        lats = read_all::<CompactLattice>(&lat_spec)?;
-        read_all::<Matrix<f32>>(&feat_spec)?;
+        lats = read_all::<CompactLattice>(&lat_spec).map_err(err)?;
+        read_all::<Matrix<f32>>(&feat_spec).map_err(err)?;
         Ok(None)
     })?;
     let copy = format!("ark:{}", dir.path().join("copy.ark").display());
@@ -125,7 +90,8 @@ pub fn score_lattice(
     })?;
 
     // The engine alone on the same frames, in memory.
-    let all: Vec<f32> = read_all::<Matrix<f32>>(&feat_spec)?
+    let all: Vec<f32> = read_all::<Matrix<f32>>(&feat_spec)
+        .map_err(err)?
         .into_iter()
         .flat_map(|(_, m)| m.into_data())
         .collect();

@@ -20,6 +20,7 @@ pub mod json;
 pub mod lattice;
 pub mod random;
 pub mod read;
+mod replicate;
 pub mod startup;
 
 use std::time::Instant;

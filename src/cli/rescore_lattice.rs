@@ -163,7 +163,7 @@ pub fn rescore_tables(
 }
 
 /// The reading thread: every lattice of the table, in order, with its
-/// features and plan, into `tx`; stops at the first error (returned) or
+/// features (or Kaldi's warning when it has none), into `tx`; stops at the first error (returned) or
 /// when the receiver is gone.
 fn read_lattices(
     tables: &LatticeTables,
