@@ -14,6 +14,7 @@
 //!
 //! Kernel design and measurements: `kernels/NOTES.md`.
 
+pub mod claims;
 pub mod compile;
 pub mod estep16;
 pub mod estep_full;
@@ -98,6 +99,9 @@ pub struct CudaEngine {
     kernels: Mutex<HashMap<KernelShape, Arc<Kernels>>>,
     /// Page-locked buffers of models dropped, kept for the next model.
     pub(crate) pinned: Arc<pinned::PinnedPool>,
+    /// This process's claim on the device (other processes choosing a
+    /// device count it), if this engine made it.
+    _claim: Option<claims::Claim>,
 }
 
 /// A context on device `n` and its figures, or why it refused one.
@@ -105,7 +109,24 @@ fn open_device(n: usize) -> std::result::Result<(Arc<CudaContext>, select::Devic
     let ctx = CudaContext::new(n).map_err(|e| e.to_string())?;
     let name = ctx.name().map_err(|e| e.to_string())?;
     let (free, total) = ctx.mem_get_info().map_err(|e| e.to_string())?;
-    Ok((ctx, select::DeviceFigures { name, free, total }))
+    let uuid = ctx.uuid().map(|u| uuid_text(&u.bytes)).unwrap_or_else(|_| format!("device{n}"));
+    let others = claims::count_others(&claims::claims_dir(), &uuid);
+    Ok((
+        ctx,
+        select::DeviceFigures {
+            name,
+            free,
+            total,
+            uuid,
+            others,
+        },
+    ))
+}
+
+/// A device UUID as `GPU-` and 32 hex digits (a file name).
+fn uuid_text(bytes: &[std::ffi::c_char]) -> String {
+    let hex: String = bytes.iter().map(|b| format!("{:02x}", *b as u8)).collect();
+    format!("GPU-{hex}")
 }
 
 fn driver_err(what: &str) -> impl Fn(cudarc::driver::DriverError) -> Error + '_ {
@@ -148,10 +169,13 @@ impl CudaEngine {
 
     fn open() -> Result<Self> {
         let count = device_count()?;
+        let lock = (count > 1).then(select::SelectionLock::acquire);
         let chosen =
             select::select_device(count, open_device, |line| eprintln!("LOG (amtool) {line}"))
                 .map_err(|e| Error::Engine(format!("CUDA: {e}")))?;
-        Self::on_selected(chosen)
+        let claim = claims::Claim::make(&claims::claims_dir(), &chosen.figures.uuid);
+        drop(lock);
+        Self::on_selected(chosen, Some(claim))
     }
 
     fn open_many(gpus: Gpus, partitions: usize) -> Result<Vec<Self>> {
@@ -170,10 +194,16 @@ impl CudaEngine {
             Gpus::Count(n) => Some(n),
             Gpus::All => None,
         };
+        let lock = (count > 1).then(select::SelectionLock::acquire);
         let chosen = select::select_devices(count, want, open_device, |line| {
             eprintln!("LOG (amtool) {line}")
         })
         .map_err(|e| Error::Engine(format!("CUDA: {e}")))?;
+        let mut claims: Vec<_> = chosen
+            .iter()
+            .map(|c| Some(claims::Claim::make(&claims::claims_dir(), &c.figures.uuid)))
+            .collect();
+        drop(lock);
         if let Some(other) = chosen
             .iter()
             .find(|c| c.figures.name != chosen[0].figures.name)
@@ -185,9 +215,9 @@ impl CudaEngine {
             );
         }
         let mut engines = Vec::with_capacity(chosen.len() * partitions);
-        for c in chosen {
+        for (c, claim) in chosen.into_iter().zip(claims.iter_mut()) {
             let index = c.index;
-            engines.push(Self::on_selected(c)?);
+            engines.push(Self::on_selected(c, claim.take())?);
             if partitions > 1 {
                 eprintln!(
                     "LOG (amtool) GPU [{index}] as {partitions} logical partitions (AMTOOL_PARTITIONS)"
@@ -196,18 +226,24 @@ impl CudaEngine {
             for _ in 1..partitions {
                 let (context, figures) = open_device(index)
                     .map_err(|e| Error::Engine(format!("CUDA: device {index}: {e}")))?;
-                engines.push(Self::on_selected(select::Selected {
-                    index,
-                    context,
-                    figures,
-                })?);
+                engines.push(Self::on_selected(
+                    select::Selected {
+                        index,
+                        context,
+                        figures,
+                    },
+                    None,
+                )?);
             }
         }
         Ok(engines)
     }
 
     /// The engine on a device whose context is open.
-    fn on_selected(chosen: select::Selected<Arc<CudaContext>>) -> Result<Self> {
+    fn on_selected(
+        chosen: select::Selected<Arc<CudaContext>>,
+        claim: Option<claims::Claim>,
+    ) -> Result<Self> {
         let ctx = chosen.context;
         crate::timeline::mark("context");
         let name = chosen.figures.name.clone();
@@ -242,6 +278,7 @@ impl CudaEngine {
             tc: std::env::var("AMTOOL_CUDA_TC").unwrap_or_default(),
             kernels: Mutex::new(HashMap::new()),
             pinned,
+            _claim: claim,
         })
     }
 

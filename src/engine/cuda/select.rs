@@ -10,16 +10,70 @@
 //! Probing a device means opening a context on it (free memory is known
 //! only inside one); the best context so far is kept open, so the chosen
 //! device's context is not created twice and at most two exist at once.
+//!
+//! Processes started together (a recipe's `--nj` jobs) all see the same
+//! free memory (a new context shows none used until it allocates) and
+//! would take the same device (Kaldi leaves this to the devices'
+//! exclusive-process mode). So each other amtool process on a device
+//! ([`super::claims`]) counts as [`OTHERS_WEIGHT`] of its memory in use,
+//! and the choice among several devices is made under an exclusive lock
+//! on a file shared by the processes of this host ([`SelectionLock`]):
+//! each process counts the claims of those that chose before it.
+
+/// An exclusive lock held while a process chooses among several devices
+/// (see the module's docs), on `amtool-gpu-select.lock` in the temporary
+/// folder (`TMPDIR`, else `/tmp`: one per host, as the devices are).
+/// Released when dropped. Without a lock file that can be opened and locked
+/// (a read-only folder), selection goes on unlocked.
+pub struct SelectionLock(Option<std::fs::File>);
+
+impl SelectionLock {
+    pub fn acquire() -> Self {
+        Self::at(&std::env::temp_dir().join("amtool-gpu-select.lock"))
+    }
+
+    pub fn at(path: &std::path::Path) -> Self {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+            .ok()
+            .filter(|f| f.lock().is_ok());
+        SelectionLock(file)
+    }
+
+    /// Whether the lock is held (false: selection runs unlocked).
+    pub fn held(&self) -> bool {
+        self.0.is_some()
+    }
+}
+
+/// The share of a device's memory each other amtool process on it counts
+/// as, when devices are compared: devices with the same free memory go to
+/// the one with the fewest amtool processes; a device with a share of
+/// free memory larger by more than this per process still wins.
+pub const OTHERS_WEIGHT: f64 = 0.02;
 
 /// What a probe of one device found.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct DeviceFigures {
     pub name: String,
     pub free: usize,
     pub total: usize,
+    /// The device's UUID (names this process's claim on it).
+    pub uuid: String,
+    /// Other amtool processes of this host using the device.
+    pub others: usize,
 }
 
 impl DeviceFigures {
+    /// What devices are compared by: the share of free memory, less
+    /// [`OTHERS_WEIGHT`] for each other amtool process on the device.
+    pub fn score(&self) -> f64 {
+        self.ratio() - OTHERS_WEIGHT * self.others as f64
+    }
+
     /// Free / total, Kaldi's `mem_ratio`.
     pub fn ratio(&self) -> f64 {
         if self.total == 0 {
@@ -76,7 +130,7 @@ pub fn select_device<C>(
         // Strictly larger: ties go to the lower index, as in Kaldi.
         if best
             .as_ref()
-            .is_none_or(|b| found.figures.ratio() > b.figures.ratio())
+            .is_none_or(|b| found.figures.score() > b.figures.score())
         {
             best = Some(found);
         }
@@ -106,6 +160,13 @@ fn probe<C>(
                 figures.name,
                 figures.memory_text()
             ));
+            if figures.others > 0 {
+                log(format!(
+                    "GPU [{n}] is in use by {} other amtool process{}",
+                    figures.others,
+                    if figures.others == 1 { "" } else { "es" }
+                ));
+            }
             Some(Selected {
                 index: n,
                 context,
@@ -167,7 +228,7 @@ pub fn select_devices<C>(
         ));
     }
     // Stable: equal ratios keep the lower index first.
-    opened.sort_by(|a, b| b.figures.ratio().total_cmp(&a.figures.ratio()));
+    opened.sort_by(|a, b| b.figures.score().total_cmp(&a.figures.score()));
     opened.truncate(want.unwrap_or(count));
     opened.sort_by_key(|s| s.index);
     for s in &opened {
@@ -187,6 +248,7 @@ mod tests {
             name: "GPU".into(),
             free: free_gb * GB,
             total: 80 * GB,
+            ..Default::default()
         }
     }
 
@@ -233,8 +295,77 @@ mod tests {
     }
 
     #[test]
+    fn the_selection_lock_excludes_a_second_holder_until_dropped() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("select.lock");
+        let first = SelectionLock::at(&p);
+        assert!(first.held());
+        let other = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+        assert!(matches!(
+            other.try_lock(),
+            Err(std::fs::TryLockError::WouldBlock)
+        ));
+        drop(first);
+        assert!(other.try_lock().is_ok());
+        drop(other);
+        assert!(!SelectionLock::at(&d.path().join("no/such/dir/x.lock")).held());
+    }
+
+    #[test]
     fn ties_go_to_the_lower_index() {
         assert_eq!(run(&[Some(50), Some(50)]).0, Ok(0));
+    }
+
+    /// Devices of equal free memory, `others[n]` other amtool processes on
+    /// device n: the selection of `want` of them, and the log.
+    fn with_others(others: &[usize], want: usize) -> (Vec<usize>, Vec<String>) {
+        let mut lines = Vec::new();
+        let chosen = select_devices(
+            others.len(),
+            Some(want),
+            |n| {
+                Ok((
+                    n,
+                    DeviceFigures {
+                        others: others[n],
+                        ..figs(70)
+                    },
+                ))
+            },
+            |l| lines.push(l),
+        )
+        .unwrap();
+        (chosen.iter().map(|s| s.index).collect(), lines)
+    }
+
+    #[test]
+    fn equal_devices_go_to_the_one_with_fewest_amtool_processes() {
+        let (chosen, lines) = with_others(&[1, 0], 1);
+        assert_eq!(chosen, vec![1]);
+        assert!(
+            lines.contains(&"GPU [0] is in use by 1 other amtool process".to_string()),
+            "{lines:?}"
+        );
+        assert_eq!(with_others(&[2, 1, 1, 3], 1).0, vec![1]);
+        assert_eq!(with_others(&[2, 1, 0, 3], 2).0, vec![1, 2]);
+        // Much more free memory still wins over fewer processes.
+        let (r, _, _) = run(&[Some(20), Some(70)]);
+        assert_eq!(r, Ok(1));
+        let mut lines = Vec::new();
+        let far = select_device(
+            2,
+            |n| {
+                let f = if n == 0 {
+                    figs(70)
+                } else {
+                    DeviceFigures { others: 0, ..figs(20) }
+                };
+                Ok((n, DeviceFigures { others: 1 - n, ..f }))
+            },
+            |l| lines.push(l),
+        )
+        .unwrap();
+        assert_eq!(far.index, 0);
     }
 
     #[test]
