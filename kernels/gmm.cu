@@ -455,6 +455,19 @@ __device__ __forceinline__ void block_lse(const float (&acc)[4][TGG], int G, int
     for (int i = 0; i < 4; ++i) l[i] = m[i] + logf(s[i]);
 }
 
+// Σ weight·L over the n entries of a tile (L in ll), in f64, by warp 0:
+// entries lane, lane + 32, … a lane, then a butterfly (a fixed order; every
+// lane gets the same bits). One thread summing them in turn held the
+// tile's other warps at the next barrier.
+__device__ __forceinline__ double tile_wll(const float* ll, const float* __restrict__ weight_of, int e0,
+                                           int n, int lane) {
+    double sum = 0.0;
+    for (int f = lane; f < n; f += 32) sum += (double)(weight_of ? weight_of[e0 + f] : 1.0f) * (double)ll[f];
+#pragma unroll
+    for (int off = 16; off >= 1; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    return sum;
+}
+
 // Pass 2 (Machlica's γ and ε kernels fused): for up to `count` entries of one
 // state and one block of GB Gaussians, γ = weight·exp(γ̂ − L) in shared memory
 // tile by tile, and the statistics Σγz: in registers when z fits in one chunk
@@ -530,9 +543,7 @@ extern "C" __global__ void __launch_bounds__(NT) accum_stats(
             }
         }
         __syncthreads();
-        if (!entry_ll && tid == 0)
-            for (int f = 0; f < n; ++f)
-                wll += (double)(weight_of ? weight_of[e0 + f] : 1.0f) * (double)ll1[f];
+        if (!entry_ll && tid < 32) wll += tile_wll(ll1, weight_of, e0, n, tid);
 #if NCH == 1
         for (int f = 0; f < TF; ++f) {
             float gg[SGW];

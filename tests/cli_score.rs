@@ -677,6 +677,36 @@ fn gpu_scores_equal_cpu_scores() {
     }
 }
 
+/// gmm-compute-likes and the frame-likes tools on the GPU score diagonal
+/// models as accurately as Kaldi (issue 15): with the FP32 kernels
+/// (`engine::load_for_loglikes`), so their output is to the bit what
+/// `AMTOOL_CUDA_TC=0` gives, not the tensor cores' (1.4× Kaldi's error).
+/// Without a GPU this prints `skipped: no CUDA device` and passes.
+#[test]
+fn gpu_scores_are_the_fp32_kernels_bits() {
+    if amtool::engine::cuda::engine_for_tests().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for model in [MDL, UBM] {
+        let mut outs = Vec::new();
+        for tc in [None, Some("0")] {
+            let out = path(&dir, "likes.ark");
+            let mut cmd = common::amtool();
+            cmd.args(["score", "--use-gpu=yes", model, FEATS, &format!("ark:{out}")]);
+            if let Some(v) = tc {
+                cmd.env("AMTOOL_CUDA_TC", v);
+            } else {
+                cmd.env_remove("AMTOOL_CUDA_TC");
+            }
+            let (code, err) = common::run_cmd(&mut cmd);
+            assert_eq!(code, 0, "{err}");
+            outs.push(std::fs::read(&out).unwrap());
+        }
+        assert!(outs[0] == outs[1], "{model}: GPU scores are not the FP32 kernels'");
+    }
+}
+
 /// More frames than one engine batch (32768): utterances are queued, scored
 /// together and written in input order, each as if scored alone.
 #[test]

@@ -167,10 +167,10 @@ pub fn score_ark(
     let (dir, spec) = feature_ark(&data, d, 256)?;
     let read_model = time_model_read(&model, dir.path())?;
     let load = time_median(cfg.reps, || {
-        engine.load(&model)?;
+        crate::engine::load_for_loglikes(engine, &model)?;
         Ok(None)
     })?;
-    let mut loaded = engine.load(&model)?;
+    let mut loaded = crate::engine::load_for_loglikes(engine, &model)?;
     let out_path = dir.path().join("loglikes.ark");
     let out = format!("ark:{}", out_path.display());
     let timing = time_median(cfg.reps, || {

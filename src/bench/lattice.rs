@@ -54,7 +54,7 @@ pub fn score_lattice(
         replicate::<CompactLattice>(dir.path(), LATTICES, "lat", cfg.frames.unwrap_or(100_000))
             .map_err(err)?;
     let (lat_spec, feat_spec, frames) = (rep.table, rep.features, rep.frames);
-    let mut loaded = engine.load(&model)?;
+    let mut loaded = crate::engine::load_for_loglikes(engine, &model)?;
 
     let out_path = dir.path().join("rescored.ark");
     let out = format!("ark:{}", out_path.display());

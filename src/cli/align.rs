@@ -312,9 +312,8 @@ enum Likelihoods<'e> {
 impl<'e> Likelihoods<'e> {
     fn new(engine: &'e dyn Engine, model: &AcousticModel) -> Result<Self, String> {
         let Some(threads) = engine.cpu_threads() else {
-            let mut loaded = engine.load(model).map_err(|e| e.to_string())?;
             // Kaldi's accuracy, so that the totals print Kaldi's digits.
-            loaded.score_in_fp32();
+            let loaded = crate::engine::load_for_loglikes(engine, model).map_err(|e| e.to_string())?;
             return Ok(Likelihoods::Engine(loaded));
         };
         let pool = rayon::ThreadPoolBuilder::new()

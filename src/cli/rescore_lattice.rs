@@ -77,9 +77,9 @@ fn rescore(args: &RescoreLatticeArgs, gpus: Option<Gpus>) -> Result<i32, String>
         None => engine::select(args.use_gpu, 0),
     }
     .map_err(|e| e.to_string())?;
-    let mut loaded = engine
-        .load(&AcousticModel::from_am_diag_gmm(&model.am))
-        .map_err(|e| e.to_string())?;
+    let mut loaded =
+        crate::engine::load_for_loglikes(engine.as_ref(), &AcousticModel::from_am_diag_gmm(&model.am))
+            .map_err(|e| e.to_string())?;
     let tables = LatticeTables {
         lattices: &args.lattices,
         features: &args.features,

@@ -148,7 +148,7 @@ pub fn likes_table(
     features: &str,
     output: &str,
 ) -> Result<usize, String> {
-    let mut loaded = engine.load(model).map_err(|e| e.to_string())?;
+    let mut loaded = crate::engine::load_for_loglikes(engine, model).map_err(|e| e.to_string())?;
     likes_table_loaded(loaded.as_mut(), model, features, output)
 }
 
@@ -258,7 +258,7 @@ fn frame_likes(args: &ScoreArgs, model: &AcousticModel) -> Result<i32, String> {
         None
     };
     let mut loaded = match &engine {
-        Some(e) => Some(e.load(model).map_err(|e| e.to_string())?),
+        Some(e) => Some(crate::engine::load_for_loglikes(e.as_ref(), model).map_err(|e| e.to_string())?),
         None => None,
     };
     let mut reader =

@@ -83,7 +83,8 @@ fn score(args: &ScoreHtkArgs) -> Result<(), String> {
     let cols = list_columns(&set, &list, &htk)?;
     let all = htk.model.num_gaussians() as f64;
     let engine = args.engine.engine_for(&args.features, &htk.model, all)?;
-    let mut loaded = engine.load(&htk.model).map_err(|e| e.to_string())?;
+    let mut loaded =
+        crate::engine::load_for_loglikes(engine.as_ref(), &htk.model).map_err(|e| e.to_string())?;
     let dim = htk.model.dim;
     let ns = htk.model.num_states();
     let mut writer = TableWriter::<Matrix<f32>>::open(&args.output).map_err(|e| e.to_string())?;

@@ -175,6 +175,23 @@ pub trait Engine: Send + Sync {
     }
 }
 
+/// `model` loaded on `engine` for a tool whose output is log-likelihoods
+/// (gmm-compute-likes, the frame-likes tools, gmm-rescore-lattice, HTK state
+/// likelihoods, forced alignment): scored at least as accurately as Kaldi
+/// ([`LoadedModel::score_in_fp32`]). The tensor cores' split-TF32 scoring
+/// keeps 22 bits of each operand, 1.4× Kaldi's error on a diagonal model
+/// (docs/performance.md), and these tools are bounded by writing their
+/// output or by the host's table work, not by the kernels; statistics keep
+/// the tensor cores.
+pub fn load_for_loglikes<'e>(
+    engine: &'e dyn Engine,
+    model: &AcousticModel,
+) -> Result<Box<dyn LoadedModel + 'e>> {
+    let mut loaded = engine.load(model)?;
+    loaded.score_in_fp32();
+    Ok(loaded)
+}
+
 /// A model laid out on an engine. All outputs are in the model's original state
 /// order, whatever order the engine's layout uses internally.
 pub trait LoadedModel: Send {
