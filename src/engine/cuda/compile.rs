@@ -481,17 +481,18 @@ mod tests {
             eprintln!("skipped: no NVRTC library");
             return;
         }
-        for (d, kind, cc, tc) in [
-            (60, CovKind::Full, (9, 0), ""),
-            (60, CovKind::Full, (7, 5), "0"),
-            (39, CovKind::Diagonal, (9, 0), ""),
-            (13, CovKind::Full, (8, 0), ""),
-            (1, CovKind::Full, (7, 5), "0"),
-            (1, CovKind::Diagonal, (9, 0), ""),
-            (200, CovKind::Full, (9, 0), ""),
-            (200, CovKind::Diagonal, (9, 0), ""),
+        for (d, kind, cc, tc, g) in [
+            (60, CovKind::Full, (9, 0), "", 64),
+            (60, CovKind::Full, (7, 5), "0", 64),
+            (39, CovKind::Diagonal, (9, 0), "", 64),
+            (40, CovKind::Diagonal, (9, 0), "", 32),
+            (13, CovKind::Full, (8, 0), "", 64),
+            (1, CovKind::Full, (7, 5), "0", 64),
+            (1, CovKind::Diagonal, (9, 0), "", 64),
+            (200, CovKind::Full, (9, 0), "", 64),
+            (200, CovKind::Diagonal, (9, 0), "", 64),
         ] {
-            let shape = KernelShape::for_model(d, kind, 64).for_device(cc, tc);
+            let shape = KernelShape::for_model(d, kind, g).for_device(cc, tc);
             let src = source_for(&shape);
             let arch = format!("sm_{}{}", cc.0, cc.1);
             let t = std::time::Instant::now();
