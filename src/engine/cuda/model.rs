@@ -722,14 +722,18 @@ impl<'e> CudaModel<'e> {
         })
     }
 
-    /// Score the frames of `feats` against every state, chunk by chunk
-    /// (the chunking, and so the bits, of every such call), into a device
-    /// buffer of `chunk frames × states` values; after each chunk's kernels,
-    /// `take(stream, scores, c0, c1)` enqueues what takes frames `[c0, c1)`
-    /// out of it. Synchronises before it returns.
+    /// Score rows `rows` of `feats` against every state, chunk by chunk:
+    /// the chunks are those of the whole of `feats`, and each chunk's rows
+    /// are scored with the work split of the whole chunk, so any rows get
+    /// the bits the whole call gives them. Into a device buffer of
+    /// `chunk frames × states` values; after each chunk's kernels,
+    /// `take(stream, scores, r0, r1)` enqueues what takes rows `[r0, r1)`
+    /// (row r0 at the buffer's start) out of it. Synchronises before it
+    /// returns.
     fn score_chunks(
         &mut self,
         feats: &FrameBatch<'_>,
+        rows: Range<usize>,
         mut take: impl FnMut(&Arc<CudaStream>, &CudaSlice<f32>, usize, usize) -> Result<()>,
     ) -> Result<()> {
         self.timers.clear();
@@ -738,16 +742,21 @@ impl<'e> CudaModel<'e> {
         let nf = self.chunk_frames(feats.frames, 4 * (d + s_count))?;
         let s = self.eng.stream.clone();
         let e = driver_err("state log-likelihoods");
-        let mut scores = s.alloc_zeros::<f32>(nf * s_count).map_err(&e)?;
+        let mut scores = s
+            .alloc_zeros::<f32>(nf.min(rows.len()) * s_count)
+            .map_err(&e)?;
         for c0 in (0..feats.frames).step_by(nf) {
             let c1 = (c0 + nf).min(feats.frames);
-            let dev = s.clone_htod(&feats.data[c0 * d..c1 * d]).map_err(&e)?;
-            let ev = (new_timing_event(self.eng)?, new_timing_event(self.eng)?);
-            ev.0.record(&s).map_err(&e)?;
-            self.launch_block_score(&dev.as_view(), c1 - c0, c1 - c0, &mut scores)?;
-            ev.1.record(&s).map_err(&e)?;
+            let (r0, r1) = (c0.max(rows.start), c1.min(rows.end));
+            if r0 >= r1 {
+                continue;
+            }
+            let dev = s.clone_htod(&feats.data[r0 * d..r1 * d]).map_err(&e)?;
+            let ev = timed(self.eng, &s, || {
+                self.launch_block_score(&dev.as_view(), r1 - r0, c1 - c0, &mut scores)
+            })?;
             self.timers.push(ev);
-            take(&s, &scores, c0, c1)?;
+            take(&s, &scores, r0, r1)?;
         }
         s.synchronize().map_err(&e)?;
         Ok(())
@@ -794,12 +803,10 @@ impl<'e> CudaModel<'e> {
                 .as_mut()
                 .ok_or_else(|| Error::Engine("E-step layout missing".into()))?;
             if let Some(exps) = e16.exponents(xm) {
-                let ev = (new_timing_event(self.eng)?, new_timing_event(self.eng)?);
-                let s = &self.eng.stream;
-                let e = driver_err("timing");
-                ev.0.record(s).map_err(&e)?;
-                e16.chunk(self.eng, &self.k, feats, c1 - c0, exps, acc64, total)?;
-                ev.1.record(s).map_err(&e)?;
+                let (eng, k) = (self.eng, &self.k);
+                let ev = timed(eng, &eng.stream, || {
+                    e16.chunk(eng, k, feats, c1 - c0, exps, acc64, total)
+                })?;
                 self.e16_chunks += 1;
                 return Ok(((c1 - c0) as f64, Some(ev)));
             }
@@ -811,12 +818,10 @@ impl<'e> CudaModel<'e> {
                 .as_mut()
                 .ok_or_else(|| Error::Engine("E-step layout missing".into()))?;
             if let Some(exps) = ef.exponents(xm) {
-                let ev = (new_timing_event(self.eng)?, new_timing_event(self.eng)?);
-                let s = &self.eng.stream;
-                let e = driver_err("timing");
-                ev.0.record(s).map_err(&e)?;
-                ef.chunk(self.eng, &self.k, feats, c1 - c0, exps, acc64, total)?;
-                ev.1.record(s).map_err(&e)?;
+                let (eng, k) = (self.eng, &self.k);
+                let ev = timed(eng, &eng.stream, || {
+                    ef.chunk(eng, k, feats, c1 - c0, exps, acc64, total)
+                })?;
                 self.efull_chunks += 1;
                 return Ok(((c1 - c0) as f64, Some(ev)));
             }
@@ -1225,6 +1230,21 @@ fn new_timing_event(eng: &CudaEngine) -> Result<CudaEvent> {
         .map_err(driver_err("timing event"))
 }
 
+/// Events recorded on `stream` before and after what `enqueue` enqueues
+/// there (the kernel timers of a call).
+fn timed(
+    eng: &CudaEngine,
+    stream: &CudaStream,
+    enqueue: impl FnOnce() -> Result<()>,
+) -> Result<(CudaEvent, CudaEvent)> {
+    let ev = (new_timing_event(eng)?, new_timing_event(eng)?);
+    let e = driver_err("timing");
+    ev.0.record(stream).map_err(&e)?;
+    enqueue()?;
+    ev.1.record(stream).map_err(&e)?;
+    Ok(ev)
+}
+
 fn median(v: &mut [f64]) -> f64 {
     if v.is_empty() {
         return f64::NAN;
@@ -1286,34 +1306,13 @@ impl LoadedModel for CudaModel<'_> {
         if rows.is_empty() || s_count == 0 {
             return Ok(());
         }
-        self.timers.clear();
-        self.ensure_blocks()?;
-        let d = feats.dim;
-        let bytes_per_frame = 4 * (d + s_count);
-        let nf = self.chunk_frames(feats.frames, bytes_per_frame)?;
-        let s = self.eng.stream.clone();
         let e = driver_err("state log-likelihoods");
-        let mut dev_out = s
-            .alloc_zeros::<f32>(nf.min(rows.len()) * s_count)
-            .map_err(&e)?;
-        for c0 in (0..feats.frames).step_by(nf) {
-            let c1 = (c0 + nf).min(feats.frames);
-            let (r0, r1) = (c0.max(rows.start), c1.min(rows.end));
-            if r0 >= r1 {
-                continue;
-            }
-            let dev = s.clone_htod(&feats.data[r0 * d..r1 * d]).map_err(&e)?;
-            let ev = (new_timing_event(self.eng)?, new_timing_event(self.eng)?);
-            ev.0.record(&s).map_err(&e)?;
-            self.launch_block_score(&dev.as_view(), r1 - r0, c1 - c0, &mut dev_out)?;
-            ev.1.record(&s).map_err(&e)?;
-            self.timers.push(ev);
-            let o = (r0 - rows.start) * s_count..(r1 - rows.start) * s_count;
-            s.memcpy_dtoh(&dev_out.slice(0..o.len()), &mut out[o])
-                .map_err(&e)?;
-        }
-        s.synchronize().map_err(&e)?;
-        Ok(())
+        let start = rows.start;
+        self.score_chunks(&feats, rows, |s, scores, r0, r1| {
+            let o = (r0 - start) * s_count..(r1 - start) * s_count;
+            s.memcpy_dtoh(&scores.slice(0..o.len()), &mut out[o])
+                .map_err(&e)
+        })
     }
 
     /// Every state scored on the device, as `state_loglikes`, chunk by
@@ -1343,7 +1342,7 @@ impl LoadedModel for CudaModel<'_> {
         let mut compact = scratch(&s, None, out.len(), "state log-likelihood subsets")?;
         let gather = self.k.gather_columns.clone();
         let (sc, host_rows) = (s_count as i32, &tables.row_out);
-        self.score_chunks(&feats, |s, all, c0, c1| {
+        self.score_chunks(&feats, 0..feats.frames, |s, all, c0, c1| {
             let n = (c1 - c0) as i32;
             let cfg = LaunchConfig {
                 grid_dim: ((c1 - c0).div_ceil(8) as u32, 1, 1),
