@@ -5,7 +5,9 @@
 //! with a model of the fixture's transition model and pdfs (63) but
 //! `gauss_per_state` random Gaussians each (default 256, so that scoring is
 //! real work). Reported beside the engine's own rate on the same frames held
-//! in memory (`score_frames_per_second`).
+//! in memory (`score_frames_per_second`), and beside each host stage's
+//! own seconds on one thread (`read_seconds`, `prepare_seconds`,
+//! `apply_seconds`, `write_seconds`; [`super::lattice_stages`]).
 
 use amtool_formats::kaldi::lattice::CompactLattice;
 use amtool_formats::kaldi::matrix::Matrix;
@@ -13,6 +15,7 @@ use amtool_formats::kaldi::model::KaldiModel;
 use amtool_formats::kaldi::table::TableWriter;
 
 use super::json::Json;
+use super::lattice_stages::{time_stages, StageInput};
 use super::random::{self, Rng};
 use super::replicate::{case_err, read_all, replicate};
 use super::{time_median, BenchConfig};
@@ -90,16 +93,23 @@ pub fn score_lattice(
     })?;
 
     // The engine alone on the same frames, in memory.
-    let all: Vec<f32> = read_all::<Matrix<f32>>(&feat_spec)
-        .map_err(err)?
-        .into_iter()
-        .flat_map(|(_, m)| m.into_data())
-        .collect();
+    let feats = read_all::<Matrix<f32>>(&feat_spec).map_err(err)?;
+    let all: Vec<f32> = feats.iter().flat_map(|(_, m)| m.data()).copied().collect();
     let mut ll = vec![0f32; frames * pdfs];
     let kernel = time_median(cfg.reps, || {
         loaded.state_loglikes(FrameBatch::new(&all, d), &mut ll)?;
         Ok(None)
     })?;
+    let stages = time_stages(
+        &StageInput {
+            lattices: &lats,
+            features: &feats,
+            loglikes: &ll,
+            num_pdfs: pdfs,
+            trans: &kaldi.trans,
+        },
+        cfg.reps,
+    )?;
     emit(
         &Json::new()
             .str("case", case)
@@ -112,6 +122,8 @@ pub fn score_lattice(
             .num("frames_per_second", frames as f64 / timing.wall)
             .num("score_frames_per_second", frames as f64 / kernel.wall)
             .num("read_seconds", read.wall)
+            .num("prepare_seconds", stages.prepare)
+            .num("apply_seconds", stages.apply)
             .num("write_seconds", write.wall)
             .str("engine", engine.name())
             .str("device", &engine.device()),
