@@ -7,7 +7,13 @@
 //! real work). Reported beside the engine's own rate on the same frames held
 //! in memory (`score_frames_per_second`), and beside each host stage's
 //! own seconds on one thread (`read_seconds`, `prepare_seconds`,
-//! `apply_seconds`, `write_seconds`; [`super::lattice_stages`]).
+//! `apply_seconds`, `write_seconds`; [`super::lattice_stages`]), and the
+//! seconds each stage of the pipeline worked in the run of median wall time
+//! (`busy_read_seconds`: reading and preparing, `busy_score_seconds`,
+//! `busy_apply_seconds`): a stage near `seconds` is the one that bounds it;
+//! `cpu_read_seconds`, `cpu_score_seconds`, `cpu_apply_seconds` are the
+//! same stages' threads' CPU time (which leaves out time off the CPU on a
+//! loaded machine).
 
 use amtool_formats::kaldi::lattice::CompactLattice;
 use amtool_formats::kaldi::matrix::Matrix;
@@ -19,7 +25,7 @@ use super::lattice_stages::{time_stages, StageInput};
 use super::random::{self, Rng};
 use super::replicate::{case_err, read_all, replicate};
 use super::{time_median, BenchConfig};
-use crate::cli::rescore_lattice::{rescore_tables, LatticeTables};
+use crate::cli::rescore_lattice::{rescore_tables, BatchPool, LatticeTables, Rescored, StageBusy};
 use crate::engine::{Engine, FrameBatch};
 use crate::model::CovKind;
 use crate::{Error, Result};
@@ -66,13 +72,18 @@ pub fn score_lattice(
         features: &feat_spec,
         output: &out,
     };
-    let mut lattices = 0;
+    let mut runs = Vec::new();
+    // Batch buffers kept from run to run, as in one long job (the warm-up
+    // run makes them).
+    let pool = BatchPool::default();
     let timing = time_median(cfg.reps, || {
-        let done =
-            rescore_tables(loaded.as_mut(), &kaldi.trans, d, &tables, 0.0).map_err(Error::Usage)?;
-        lattices = done.lattices;
+        let t = std::time::Instant::now();
+        let done = rescore_tables(loaded.as_mut(), &kaldi.trans, d, &tables, 0.0, &pool)
+            .map_err(Error::Usage)?;
+        runs.push((t.elapsed().as_secs_f64(), done));
         Ok(None)
     })?;
+    let (lattices, busy) = median_run(&mut runs);
 
     // The tables alone: reading the lattices and features, and writing the
     // lattices, each on its own (what the pipeline overlaps).
@@ -125,10 +136,25 @@ pub fn score_lattice(
             .num("prepare_seconds", stages.prepare)
             .num("apply_seconds", stages.apply)
             .num("write_seconds", write.wall)
+            .num("busy_read_seconds", busy.read.wall)
+            .num("busy_score_seconds", busy.score.wall)
+            .num("busy_apply_seconds", busy.apply.wall)
+            .num("cpu_read_seconds", busy.read.cpu)
+            .num("cpu_score_seconds", busy.score.cpu)
+            .num("cpu_apply_seconds", busy.apply.cpu)
             .str("engine", engine.name())
             .str("device", &engine.device()),
     );
     Ok(())
+}
+
+/// The lattices written and the stages' busy seconds of the run of median
+/// wall time.
+fn median_run(runs: &mut [(f64, Rescored)]) -> (usize, StageBusy) {
+    runs.sort_by(|a, b| a.0.total_cmp(&b.0));
+    runs.get(runs.len() / 2)
+        .map(|(_, r)| (r.lattices, r.busy))
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
