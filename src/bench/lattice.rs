@@ -2,7 +2,8 @@
 //! fixture's decoding lattices and features (testdata/kaldi, so run it from
 //! the source folder) replicated under new keys to at least `frames` frames,
 //! written as archives, and rescored through the subcommand's own table code
-//! with a model of the fixture's transition model and pdfs (63) but
+//! (features read `ark,s,cs:`, sorted and asked for in order, as Kaldi's
+//! recipes read them) with a model of the fixture's transition model and pdfs (63) but
 //! `gauss_per_state` random Gaussians each (default 256, so that scoring is
 //! real work). Reported beside the engine's own rate on the same frames held
 //! in memory (`score_frames_per_second`), and beside each host stage's
@@ -62,7 +63,10 @@ pub fn score_lattice(
     let rep =
         replicate::<CompactLattice>(dir.path(), LATTICES, "lat", cfg.frames.unwrap_or(100_000))
             .map_err(err)?;
-    let (lat_spec, feat_spec, frames) = (rep.table, rep.features, rep.frames);
+    let (lat_spec, frames) = (rep.table, rep.frames);
+    // As recipes read features for gmm-rescore-lattice: each one is let go
+    // once used instead of the whole table kept.
+    let feat_spec = rep.features.replacen("ark:", "ark,s,cs:", 1);
     let mut loaded = engine.load(&model)?;
 
     let out_path = dir.path().join("rescored.ark");
