@@ -5,6 +5,9 @@
 //! compact lattices (non-compact input lattices are converted, as Kaldi's
 //! compact-lattice reader does); the library is [`crate::score::rescore`].
 //!
+//! Lattices are scored in batches of up to 32,768 frames
+//! (`AMTOOL_LATTICE_BATCH_FRAMES` sets another limit, for tuning).
+//!
 //! Per-utterance problems (no features, a transition-id the model lacks,
 //! lattice/feature length mismatch, cyclic or empty lattice) are warned about
 //! and counted; the run ends with Kaldi's "Done N lattices with errors on M,
@@ -157,7 +160,25 @@ impl Default for BatchLimits {
     }
 }
 
+/// The variable that sets a batch's frame limit (for tuning on a device;
+/// the default otherwise).
+pub const BATCH_FRAMES_ENV: &str = "AMTOOL_LATTICE_BATCH_FRAMES";
+
 impl BatchLimits {
+    /// The default limits, with the frame limit from [`BATCH_FRAMES_ENV`]
+    /// when it holds a positive number.
+    pub fn from_env() -> Self {
+        let frames = std::env::var(BATCH_FRAMES_ENV)
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .filter(|&n| n > 0);
+        let d = Self::default();
+        BatchLimits {
+            frames: frames.unwrap_or(d.frames),
+            ..d
+        }
+    }
+
     fn full(&self, batch: &LatticeBatch, num_pdfs: usize) -> bool {
         let frames = batch.num_frames();
         frames >= self.frames || frames * num_pdfs >= self.loglikes
@@ -217,7 +238,7 @@ pub fn rescore_tables(
         dim,
         tables,
         old_acoustic_scale,
-        BatchLimits::default(),
+        BatchLimits::from_env(),
         pool,
     )
 }
