@@ -87,7 +87,8 @@ pub fn score_lattice(
         runs.push((t.elapsed().as_secs_f64(), done));
         Ok(None)
     })?;
-    let (lattices, busy) = median_run(&mut runs);
+    // The first run is time_median's warm-up.
+    let (lattices, busy) = median_run(runs.get_mut(1..).unwrap_or_default());
 
     // The tables alone: reading the lattices and features, and writing the
     // lattices, each on its own (what the pipeline overlaps).

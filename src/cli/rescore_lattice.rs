@@ -265,7 +265,8 @@ pub fn rescore_tables_in(
     };
     let done = std::thread::scope(|scope| {
         // Hand-to-hand channels: a stage that is ahead waits for the next
-        // one to take its batch, so at most three batches' memory is in use.
+        // one to take its batch, so three batches go round (one filling,
+        // one scoring, one applied).
         let (ready_tx, ready_rx) = sync_channel::<LatticeBatch>(0);
         let (scored_tx, scored_rx) = sync_channel::<LatticeBatch>(0);
         let reader = scope.spawn(move || prep.batches(tables, ready_tx, pool));
@@ -350,10 +351,13 @@ impl Prepare<'_> {
                     .work
                     .time(|| batch.make_room_for_scores(self.num_pdfs));
                 crate::timeline::mark("lat_prepared");
-                let next = self.new_batch(pool);
-                if ready.send(std::mem::replace(&mut batch, next)).is_err() {
+                // The next batch is taken after the scorer took this one:
+                // by then the applier has given back the one before.
+                let full = std::mem::replace(&mut batch, LatticeBatch::new(self.dim));
+                if ready.send(full).is_err() {
                     return Ok((skipped, clock.stop()));
                 }
+                batch = self.new_batch(pool);
             }
         }
         crate::timeline::mark("lat_read_all");
