@@ -17,6 +17,7 @@ pub mod htk_train;
 pub mod layout;
 pub mod model;
 pub mod score;
+pub mod stage_clock;
 pub mod stats;
 pub mod timeline;
 pub mod train;

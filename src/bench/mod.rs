@@ -18,6 +18,7 @@ pub mod e2e;
 pub mod gselect;
 pub mod json;
 pub mod lattice;
+mod lattice_stages;
 pub mod random;
 pub mod read;
 mod replicate;

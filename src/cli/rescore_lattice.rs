@@ -5,6 +5,9 @@
 //! compact lattices (non-compact input lattices are converted, as Kaldi's
 //! compact-lattice reader does); the library is [`crate::score::rescore`].
 //!
+//! Lattices are scored in batches of up to 32,768 frames
+//! (`AMTOOL_LATTICE_BATCH_FRAMES` sets another limit, for tuning).
+//!
 //! Per-utterance problems (no features, a transition-id the model lacks,
 //! lattice/feature length mismatch, cyclic or empty lattice) are warned about
 //! and counted; the run ends with Kaldi's "Done N lattices with errors on M,
@@ -23,7 +26,11 @@ use amtool_formats::kaldi::transition::TransitionModel;
 
 use crate::engine::{self, Gpus, LoadedModel, UseGpu};
 use crate::model::AcousticModel;
-use crate::score::rescore::{prepare, FramePlan, LatticeBatch, ScoredBatch, Skip};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::Mutex;
+
+use crate::score::rescore::{prepare, LatticeBatch, Skip};
+use crate::stage_clock::{StageClock, StageTime};
 use crate::train::write_behind::WriteBehind;
 
 #[derive(Debug, Clone, Args)]
@@ -91,6 +98,7 @@ fn rescore(args: &RescoreLatticeArgs, gpus: Option<Gpus>) -> Result<i32, String>
         model.am.dim,
         &tables,
         args.old_acoustic_scale,
+        &BatchPool::default(),
     )?;
     crate::kaldi_log!(
         "Done {} lattices with errors on {}, #frames is {}",
@@ -108,53 +116,177 @@ pub struct LatticeTables<'a> {
     pub output: &'a str,
 }
 
-/// What a rescoring run did: lattices written, lattices skipped, frames.
+/// What a rescoring run did: lattices written, lattices skipped, frames,
+/// and how long each stage worked.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Rescored {
     pub lattices: usize,
     pub errors: usize,
     pub frames: i64,
+    pub busy: StageBusy,
 }
 
-/// One lattice as the reading thread hands it over: ready to score, or
-/// skipped with Kaldi's warning.
-enum Read {
-    Ready(String, CompactLattice, Matrix<f32>),
-    Skipped(String),
+/// How long each stage of the pipeline worked (not waiting for the
+/// others): reading and preparing (lattices parsed, features looked up,
+/// Kaldi's checks, frames gathered into batches), scoring (the engine) and
+/// applying (costs added, lattices handed to the writer).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StageBusy {
+    pub read: StageTime,
+    pub score: StageTime,
+    pub apply: StageTime,
 }
 
-/// Lattices the reading thread may be ahead of the scoring.
-const READ_AHEAD: usize = 256;
 /// Rescored lattices the writing thread may be behind.
 const WRITE_BEHIND: usize = 256;
 
-/// The table work of gmm-rescore-lattice (also what `amtool bench` times):
-/// lattices read in order and their features looked up on a reading
-/// thread, rescored here in batches with `loaded` (one engine call scores
-/// the frames of many utterances, up to `MAX_LOGLIKES` log-likelihoods at a
-/// time, or `MAX_FRAMES` frames), applied to their lattices on another
-/// thread and written on a third, so reading, scoring, applying and writing
-/// overlap. Output order, warnings and counts are those of one thread.
+/// A batch is scored at this many log-likelihoods or frames, whichever
+/// comes first: big enough to fill a GPU, small enough that preparing the
+/// next batch and applying the last overlap its scoring, and that the
+/// pipeline fills and drains quickly (its first batch is read with nothing
+/// to score, its last applied with nothing to read).
+#[derive(Debug, Clone, Copy)]
+pub struct BatchLimits {
+    pub loglikes: usize,
+    pub frames: usize,
+}
+
+impl Default for BatchLimits {
+    fn default() -> Self {
+        BatchLimits {
+            loglikes: 1 << 25,
+            frames: 1 << 15,
+        }
+    }
+}
+
+/// The variable that sets a batch's frame limit (for tuning on a device;
+/// the default otherwise).
+pub const BATCH_FRAMES_ENV: &str = "AMTOOL_LATTICE_BATCH_FRAMES";
+
+impl BatchLimits {
+    /// The default limits, with the frame limit from [`BATCH_FRAMES_ENV`]
+    /// when it holds a positive number.
+    pub fn from_env() -> Self {
+        let frames = std::env::var(BATCH_FRAMES_ENV)
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .filter(|&n| n > 0);
+        let d = Self::default();
+        BatchLimits {
+            frames: frames.unwrap_or(d.frames),
+            ..d
+        }
+    }
+
+    fn full(&self, batch: &LatticeBatch, num_pdfs: usize) -> bool {
+        let frames = batch.num_frames();
+        frames >= self.frames || frames * num_pdfs >= self.loglikes
+    }
+
+    /// Frames a batch usually holds (it may pass the limit by one
+    /// utterance).
+    fn frames_for(&self, num_pdfs: usize) -> usize {
+        self.frames.min(self.loglikes / num_pdfs.max(1))
+    }
+}
+
+/// Emptied batches (their frames and scores buffers) that a run hands
+/// round and leaves for the next run in the process: a batch's buffers are
+/// megabytes, and first writes to new pages cost more than the host's
+/// share of the rescoring itself.
+#[derive(Default)]
+pub struct BatchPool(Mutex<Vec<LatticeBatch>>);
+
+impl BatchPool {
+    /// An empty batch of `dim`-wide frames, if one is kept.
+    fn take(&self, dim: usize) -> Option<LatticeBatch> {
+        let mut kept = self.0.lock().ok()?;
+        let at = kept.iter().position(|b| b.dim() == dim)?;
+        Some(kept.swap_remove(at))
+    }
+
+    /// Keep `batch` (emptied) for reuse.
+    fn give(&self, batch: LatticeBatch) {
+        if let Ok(mut kept) = self.0.lock() {
+            kept.push(batch);
+        }
+    }
+}
+
+/// The table work of gmm-rescore-lattice (also what `amtool bench` times),
+/// as a pipeline of threads joined by bounded channels: lattices are read,
+/// their features looked up, prepared (Kaldi's checks) and their frames
+/// copied into a batch on a reading thread; batches are scored here, one
+/// engine call each and nothing else; applied to their lattices on an
+/// applying thread and written on a writing thread. Batches go round (the
+/// applier hands emptied ones back through `pool`, which keeps them for the
+/// next call), so no stage allocates per batch.
+/// Output order, warnings and counts are those of one thread; on any error
+/// the output is not committed.
 pub fn rescore_tables(
     loaded: &mut dyn LoadedModel,
     trans: &TransitionModel,
     dim: usize,
     tables: &LatticeTables,
     old_acoustic_scale: f32,
+    pool: &BatchPool,
+) -> Result<Rescored, String> {
+    rescore_tables_in(
+        loaded,
+        trans,
+        dim,
+        tables,
+        old_acoustic_scale,
+        BatchLimits::from_env(),
+        pool,
+    )
+}
+
+/// [`rescore_tables`] with batches of at most `limits`.
+pub fn rescore_tables_in(
+    loaded: &mut dyn LoadedModel,
+    trans: &TransitionModel,
+    dim: usize,
+    tables: &LatticeTables,
+    old_acoustic_scale: f32,
+    limits: BatchLimits,
+    pool: &BatchPool,
 ) -> Result<Rescored, String> {
     let mut writer = WriteBehind::<CompactLattice>::open(tables.output, WRITE_BEHIND)
         .map_err(|e| e.to_string())?;
     crate::timeline::mark("lat_start");
-    let (tx, rx) = std::sync::mpsc::sync_channel(READ_AHEAD);
+    let prep = Prepare {
+        trans,
+        dim,
+        old_acoustic_scale,
+        limits,
+        num_pdfs: loaded.num_states().max(1),
+    };
     let done = std::thread::scope(|scope| {
-        let reader = scope.spawn(move || read_lattices(tables, dim, tx));
-        let scored = score_lattices(loaded, trans, dim, old_acoustic_scale, rx, &mut writer);
-        // The reader stops at its first error or when the scorer hangs up.
-        let read = reader
-            .join()
-            .unwrap_or_else(|_| Err("the lattice reader failed".into()));
-        let done = scored?;
-        read.map(|()| done)
+        // Hand-to-hand channels: a stage that is ahead waits for the next
+        // one to take its batch, so three batches go round (one filling,
+        // one scoring, one applied).
+        let (ready_tx, ready_rx) = sync_channel::<LatticeBatch>(0);
+        let (scored_tx, scored_rx) = sync_channel::<LatticeBatch>(0);
+        let reader = scope.spawn(move || prep.batches(tables, ready_tx, pool));
+        let applier = scope.spawn(|| apply_and_write(trans, scored_rx, pool, &mut writer));
+        let scored = score_batches(loaded, ready_rx, scored_tx);
+        // Each stage stops at its own error or when its neighbour hangs up;
+        // the first error in pipeline order is the run's.
+        let read = joined(reader, "reader");
+        let applied = joined(applier, "applier");
+        let ((errors, read_s), score_s) = (read?, scored?);
+        let applied = applied?;
+        Ok::<_, String>(Rescored {
+            errors,
+            busy: StageBusy {
+                read: read_s,
+                score: score_s,
+                ..applied.busy
+            },
+            ..applied
+        })
     })?;
     crate::timeline::mark("lat_scored_all");
     writer.close().map_err(|e| e.to_string())?;
@@ -162,190 +294,285 @@ pub fn rescore_tables(
     Ok(done)
 }
 
-/// The reading thread: every lattice of the table, in order, with its
-/// features (or Kaldi's warning when it has none), into `tx`; stops at the first error (returned) or
-/// when the receiver is gone.
-fn read_lattices(
-    tables: &LatticeTables,
+/// A pipeline thread's result (its panic an error naming it).
+fn joined<T>(
+    h: std::thread::ScopedJoinHandle<'_, Result<T, String>>,
+    what: &str,
+) -> Result<T, String> {
+    h.join()
+        .unwrap_or_else(|_| Err(format!("the lattice {what} failed")))
+}
+
+/// What the reading thread needs: Kaldi's scaling and checks, and how
+/// batches are formed.
+struct Prepare<'a> {
+    trans: &'a TransitionModel,
     dim: usize,
-    tx: std::sync::mpsc::SyncSender<Read>,
-) -> Result<(), String> {
-    let mut features =
-        RandomAccessTableReader::<Matrix<f32>>::open(tables.features).map_err(|e| e.to_string())?;
-    let mut lattices = SequentialTableReader::<CompactLattice>::open(tables.lattices)
-        .map_err(|e| e.to_string())?;
-    while let Some((key, clat)) = lattices.next_entry().map_err(|e| e.to_string())? {
-        let Some(feats) = features.get(&key).map_err(|e| e.to_string())? else {
-            let msg = format!("No feature found for utterance {key}. Skipping");
-            if tx.send(Read::Skipped(msg)).is_err() {
-                break;
-            }
-            continue;
+    old_acoustic_scale: f32,
+    limits: BatchLimits,
+    num_pdfs: usize,
+}
+
+/// The tables a reading thread reads.
+struct Inputs {
+    lattices: SequentialTableReader<CompactLattice>,
+    features: RandomAccessTableReader<Matrix<f32>>,
+}
+
+impl Prepare<'_> {
+    /// The reading thread: every lattice of the table in order, with its
+    /// features, prepared and pushed with its frames into a batch (the
+    /// features are copied from the table once, into the batch), sent to
+    /// be scored when full and at the end; skipped lattices are warned
+    /// about and counted here, so warnings keep input order. Batches come
+    /// from `pool` (the applier gives them back). Stops at the first error (returned)
+    /// or when the scorer hangs up; returns the lattices skipped and its
+    /// busy time.
+    fn batches(
+        &self,
+        tables: &LatticeTables,
+        ready: SyncSender<LatticeBatch>,
+        pool: &BatchPool,
+    ) -> Result<(usize, StageTime), String> {
+        let mut clock = StageClock::start();
+        let mut inputs = Inputs {
+            features: RandomAccessTableReader::open(tables.features).map_err(|e| e.to_string())?,
+            lattices: SequentialTableReader::open(tables.lattices).map_err(|e| e.to_string())?,
         };
-        if feats.cols() != dim {
+        let mut skipped = 0;
+        let mut batch = self.new_batch(pool);
+        while let Some(added) = clock
+            .work
+            .time(|| self.add_next(tables, &mut inputs, &mut batch))?
+        {
+            skipped += usize::from(!added);
+            if self.limits.full(&batch, self.num_pdfs) {
+                clock
+                    .work
+                    .time(|| batch.make_room_for_scores(self.num_pdfs));
+                crate::timeline::mark("lat_prepared");
+                // The next batch is taken after the scorer took this one:
+                // by then the applier has given back the one before.
+                let full = std::mem::replace(&mut batch, LatticeBatch::new(self.dim));
+                if ready.send(full).is_err() {
+                    return Ok((skipped, clock.stop()));
+                }
+                batch = self.new_batch(pool);
+            }
+        }
+        crate::timeline::mark("lat_read_all");
+        if batch.is_empty() {
+            pool.give(batch);
+        } else {
+            clock
+                .work
+                .time(|| batch.make_room_for_scores(self.num_pdfs));
+            let _ = ready.send(batch);
+        }
+        Ok((skipped, clock.stop()))
+    }
+
+    /// An emptied batch from `pool`, or a new one with room for the
+    /// frames it will hold.
+    fn new_batch(&self, pool: &BatchPool) -> LatticeBatch {
+        pool.take(self.dim).unwrap_or_else(|| {
+            LatticeBatch::with_capacity(self.dim, self.limits.frames_for(self.num_pdfs))
+        })
+    }
+
+    /// Read the next lattice and add it to `batch`: `Some(true)` when
+    /// added, `Some(false)` when skipped (warned), `None` at the end.
+    fn add_next(
+        &self,
+        tables: &LatticeTables,
+        inputs: &mut Inputs,
+        batch: &mut LatticeBatch,
+    ) -> Result<Option<bool>, String> {
+        let Some((key, mut clat)) = inputs.lattices.next_entry().map_err(|e| e.to_string())? else {
+            return Ok(None);
+        };
+        let Some(feats) = inputs.features.get(&key).map_err(|e| e.to_string())? else {
+            crate::kaldi_warn!("No feature found for utterance {key}. Skipping");
+            return Ok(Some(false));
+        };
+        if feats.cols() != self.dim {
             return Err(format!(
-                "{}: utterance {key}: feature dimension {} does not match the model's {dim}",
+                "{}: utterance {key}: feature dimension {} does not match the model's {}",
                 tables.features,
-                feats.cols()
+                feats.cols(),
+                self.dim
             ));
         }
-        if tx.send(Read::Ready(key, clat, feats.clone())).is_err() {
+        match prepare(&mut clat, self.trans, feats.rows(), self.old_acoustic_scale) {
+            Ok(plan) => {
+                batch.push(key, clat, plan, feats.data());
+                Ok(Some(true))
+            }
+            Err(Skip(msg)) => {
+                crate::kaldi_warn!("{msg} [utterance {key}]");
+                Ok(Some(false))
+            }
+        }
+    }
+}
+
+/// The scoring stage (the caller's thread, which owns the engine): each
+/// ready batch scored and passed on, nothing else. Returns its busy
+/// time; stops when the applier hangs up (its error is its own).
+fn score_batches(
+    loaded: &mut dyn LoadedModel,
+    ready: Receiver<LatticeBatch>,
+    scored: SyncSender<LatticeBatch>,
+) -> Result<StageTime, String> {
+    let mut clock = StageClock::start();
+    for mut batch in ready {
+        clock
+            .work
+            .time(|| batch.score_only(loaded))
+            .map_err(|e| e.to_string())?;
+        if scored.send(batch).is_err() {
             break;
         }
     }
-    crate::timeline::mark("lat_read_all");
-    Ok(())
-}
-
-/// The scoring stage: lattices from the reader batched and scored here;
-/// each scored batch applied to its lattices and written, in order, on an
-/// applying thread while the next one scores. Warnings are printed and
-/// counted in order.
-fn score_lattices(
-    loaded: &mut dyn LoadedModel,
-    trans: &TransitionModel,
-    dim: usize,
-    old_acoustic_scale: f32,
-    rx: std::sync::mpsc::Receiver<Read>,
-    writer: &mut WriteBehind<CompactLattice>,
-) -> Result<Rescored, String> {
-    std::thread::scope(|scope| {
-        let (to_apply, scored) = std::sync::mpsc::sync_channel::<(ScoredBatch, Vec<usize>)>(1);
-        let (give_back, buffers) = std::sync::mpsc::channel::<Vec<f32>>();
-        let applier = scope.spawn(move || apply_and_write(trans, scored, give_back, writer));
-        let prep = Prepare {
-            trans,
-            old_acoustic_scale,
-        };
-        let skipped = batch_and_score(loaded, dim, &prep, rx, to_apply, buffers);
-        let written = applier
-            .join()
-            .unwrap_or_else(|_| Err("the lattice writer failed".into()));
-        let (written, errors) = (written?, skipped?);
-        Ok(Rescored { errors, ..written })
-    })
-}
-
-/// What prepares a lattice for scoring (Kaldi's scaling and checks).
-struct Prepare<'a> {
-    trans: &'a TransitionModel,
-    old_acoustic_scale: f32,
-}
-
-/// Threads that prepare a batch's lattices together.
-const PREPARE_THREADS: usize = 4;
-
-impl Prepare<'_> {
-    /// Each read lattice's plan (or why it is skipped), in order; the
-    /// lattices are prepared on up to [`PREPARE_THREADS`] threads.
-    fn all(&self, read: &mut [Read]) -> Vec<Option<Result<FramePlan, Skip>>> {
-        let mut plans: Vec<Option<Result<FramePlan, Skip>>> = read.iter().map(|_| None).collect();
-        let per = read.len().div_ceil(PREPARE_THREADS).max(1);
-        std::thread::scope(|scope| {
-            for (items, out) in read.chunks_mut(per).zip(plans.chunks_mut(per)) {
-                scope.spawn(move || {
-                    for (item, plan) in items.iter_mut().zip(out) {
-                        if let Read::Ready(_, clat, feats) = item {
-                            *plan = Some(prepare(
-                                clat,
-                                self.trans,
-                                feats.rows(),
-                                self.old_acoustic_scale,
-                            ));
-                        }
-                    }
-                });
-            }
-        });
-        plans
-    }
-}
-
-/// Lattices from the reader into batches, each prepared (in parallel),
-/// scored and sent to the applying thread; returns the number skipped
-/// (with their warnings, in input order).
-fn batch_and_score(
-    loaded: &mut dyn LoadedModel,
-    dim: usize,
-    prep: &Prepare<'_>,
-    rx: std::sync::mpsc::Receiver<Read>,
-    to_apply: std::sync::mpsc::SyncSender<(ScoredBatch, Vec<usize>)>,
-    buffers: std::sync::mpsc::Receiver<Vec<f32>>,
-) -> Result<usize, String> {
-    // A batch is scored at this many log-likelihoods or frames, whichever
-    // comes first: big enough to fill a GPU, small enough that reading the
-    // next batch and writing the last overlap its scoring.
-    const MAX_LOGLIKES: usize = 1 << 25;
-    const MAX_FRAMES: usize = 1 << 15;
-    let num_pdfs = loaded.num_states().max(1);
-    let mut batch = LatticeBatch::new(dim);
-    let mut skipped = 0;
-    let mut flush = |pending: &mut Vec<Read>| -> Result<bool, String> {
-        let plans = prep.all(pending);
-        let mut rows = Vec::new();
-        for (item, plan) in pending.drain(..).zip(plans) {
-            match (item, plan) {
-                (Read::Ready(key, clat, feats), Some(Ok(plan))) => {
-                    rows.push(feats.rows());
-                    batch.push(key, clat, plan, feats.data());
-                }
-                (Read::Ready(key, ..), Some(Err(Skip(msg)))) => {
-                    crate::kaldi_warn!("{msg} [utterance {key}]");
-                    skipped += 1;
-                }
-                (Read::Skipped(msg), _) => {
-                    crate::kaldi_warn!("{msg}");
-                    skipped += 1;
-                }
-                (Read::Ready(key, ..), None) => {
-                    return Err(format!("utterance {key}: its lattice was not prepared"))
-                }
-            }
-        }
-        while let Ok(buf) = buffers.try_recv() {
-            batch.recycle(buf);
-        }
-        let scored = batch.score_only(loaded).map_err(|e| e.to_string())?;
-        // A closed channel: the applying thread stopped on an error (its own).
-        Ok(to_apply.send((scored, rows)).is_ok())
-    };
-    let mut pending: Vec<Read> = Vec::new();
-    let mut frames = 0;
-    for item in rx {
-        if let Read::Ready(_, _, feats) = &item {
-            frames += feats.rows();
-        }
-        pending.push(item);
-        if frames * num_pdfs >= MAX_LOGLIKES || frames >= MAX_FRAMES {
-            frames = 0;
-            if !flush(&mut pending)? {
-                return Ok(skipped);
-            }
-        }
-    }
-    if !pending.is_empty() {
-        flush(&mut pending)?;
-    }
-    Ok(skipped)
+    Ok(clock.stop())
 }
 
 /// The applying thread: each scored batch's scores into its lattices, then
-/// written in order; the scores buffers go back for the next batches.
+/// handed to the writer in order; the emptied batches go back to the
+/// pool.
 fn apply_and_write(
     trans: &TransitionModel,
-    scored: std::sync::mpsc::Receiver<(ScoredBatch, Vec<usize>)>,
-    give_back: std::sync::mpsc::Sender<Vec<f32>>,
+    scored: Receiver<LatticeBatch>,
+    pool: &BatchPool,
     writer: &mut WriteBehind<CompactLattice>,
 ) -> Result<Rescored, String> {
     let mut done = Rescored::default();
-    for (batch, rows) in scored {
-        let (lattices, buf) = batch.apply(trans);
-        let _ = give_back.send(buf);
-        for ((key, clat), r) in lattices.into_iter().zip(rows) {
-            writer.write(key, clat).map_err(|e| e.to_string())?;
-            done.lattices += 1;
-            done.frames += r as i64;
+    let mut clock = StageClock::start();
+    for mut batch in scored {
+        clock.work.time(|| -> Result<(), String> {
+            done.lattices += batch.len();
+            done.frames += batch.feature_rows() as i64;
+            for (key, clat) in batch.apply(trans) {
+                writer.write(key, clat).map_err(|e| e.to_string())?;
+            }
+            crate::timeline::mark("lat_applied");
+            Ok(())
+        })?;
+        pool.give(batch);
+    }
+    done.busy.apply = clock.stop();
+    Ok(done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use amtool_formats::kaldi::table::TableWriter;
+    use std::io::Read as _;
+
+    struct Fixture {
+        dir: tempfile::TempDir,
+        model: KaldiModel,
+        lattices: String,
+    }
+
+    fn fixture() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let mut raw = Vec::new();
+        flate2::read::GzDecoder::new(
+            std::fs::File::open("testdata/kaldi/lattice/lat.ark.gz").unwrap(),
+        )
+        .read_to_end(&mut raw)
+        .unwrap();
+        let lat = dir.path().join("lat.ark");
+        std::fs::write(&lat, raw).unwrap();
+        let model =
+            KaldiModel::from_bytes(&std::fs::read("testdata/kaldi/final.mdl").unwrap()).unwrap();
+        Fixture {
+            lattices: format!("ark:{}", lat.display()),
+            dir,
+            model,
         }
     }
-    Ok(done)
+
+    impl Fixture {
+        fn path(&self, name: &str) -> String {
+            self.dir.path().join(name).display().to_string()
+        }
+
+        /// Rescore into `out` with batches of at most `frames` frames.
+        fn run(&self, features: &str, out: &str, frames: usize) -> Result<Rescored, String> {
+            let engine = crate::engine::select(UseGpu::No, 1).unwrap();
+            let mut loaded = engine
+                .load(&AcousticModel::from_am_diag_gmm(&self.model.am))
+                .unwrap();
+            let tables = LatticeTables {
+                lattices: &self.lattices,
+                features,
+                output: &format!("ark:{out}"),
+            };
+            let limits = BatchLimits {
+                frames,
+                ..BatchLimits::default()
+            };
+            let pool = BatchPool::default();
+            let (trans, dim) = (&self.model.trans, self.model.am.dim);
+            rescore_tables_in(loaded.as_mut(), trans, dim, &tables, 0.0, limits, &pool)
+        }
+    }
+
+    /// The fixture's features without utterance `drop`, and with
+    /// utterance `narrow` (if any) cut to 13 columns.
+    fn features(f: &Fixture, drop: &str, narrow: &str) -> String {
+        let spec = format!("ark:{}", f.path(&format!("feats-{drop}-{narrow}.ark")));
+        let mut w = TableWriter::<Matrix<f32>>::open(&spec).unwrap();
+        let feats = SequentialTableReader::<Matrix<f32>>::open(
+            "scp:testdata/kaldi/acc/feats_cmvn_deltas.scp",
+        )
+        .unwrap();
+        for (k, m) in feats.map(|e| e.unwrap()).filter(|(k, _)| k != drop) {
+            if k == narrow {
+                let rows: Vec<f32> = (0..m.rows())
+                    .flat_map(|r| m.row(r)[..13].to_vec())
+                    .collect();
+                w.write(&k, &Matrix::from_vec(m.rows(), 13, rows).unwrap())
+                    .unwrap();
+            } else {
+                w.write(&k, &m).unwrap();
+            }
+        }
+        w.close().unwrap();
+        spec
+    }
+
+    #[test]
+    fn batch_boundaries_do_not_change_the_output() {
+        let f = fixture();
+        let feats = features(&f, "s01-007", "");
+        let mut outputs = Vec::new();
+        // One lattice a batch, boundaries inside the list, one batch.
+        for frames in [1, 700, 1 << 20] {
+            let out = f.path(&format!("out-{frames}.ark"));
+            let done = f.run(&feats, &out, frames).unwrap();
+            assert_eq!((done.lattices, done.errors), (39, 1));
+            outputs.push((done.frames, std::fs::read(&out).unwrap()));
+        }
+        assert!(outputs.windows(2).all(|w| w[0] == w[1]));
+    }
+
+    #[test]
+    fn a_failure_after_written_batches_keeps_the_old_output() {
+        let f = fixture();
+        // Utterance 30 (s03-010) has features of the wrong dimension: the run stops
+        // there, after batches before it were applied and written.
+        let feats = features(&f, "", "s03-010");
+        let out = f.path("out.ark");
+        std::fs::write(&out, b"the old output").unwrap();
+        let err = f.run(&feats, &out, 500).unwrap_err();
+        assert!(
+            err.contains("utterance s03-010: feature dimension 13"),
+            "{err}"
+        );
+        assert_eq!(std::fs::read(&out).unwrap(), b"the old output");
+    }
 }

@@ -43,26 +43,26 @@ pub fn scale_acoustic(clat: &mut CompactLattice, scale: f32) {
         let (g, a) = (w.graph as f64, w.acoustic as f64);
         LatticeWeight::new((1.0 * g + 0.0 * a) as f32, (0.0 * g + s * a) as f32)
     };
+    // In place (an arc's transition-id string is not copied), with the
+    // property updates of Kaldi's SetValue and SetFinal in their order.
     for st in 0..clat.states.len() {
         for i in 0..clat.states[st].arcs.len() {
-            let mut arc = clat.states[st].arcs[i].clone();
-            arc.weight.weight = scaled(&arc.weight.weight);
-            clat.set_arc(st, i, arc);
+            clat.update_arc(st, i, |arc| arc.weight.weight = scaled(&arc.weight.weight));
         }
-        let fw = clat.states[st].final_weight.clone();
-        if fw != CompactLatticeWeight::zero() {
-            let w = CompactLatticeWeight::new(scaled(&fw.weight), fw.string);
-            clat.set_final(st as i32, w);
+        if clat.states[st].final_weight != CompactLatticeWeight::zero() {
+            clat.update_final(st, |w| w.weight = scaled(&w.weight));
         }
     }
 }
 
-/// Where each frame's transition-ids sit: per frame, (state, arc index or
-/// `None` for the final weight, transition-id), in Kaldi's order.
+/// What rescoring needs of a checked lattice: the utterance length and the
+/// frame at which each state is entered (Kaldi's state times); a
+/// transition-id at position `k` of a string leaving state `s` belongs to
+/// frame `times[s] + k`.
 #[derive(Debug, Clone, Default)]
 pub struct FramePlan {
     pub utt_len: usize,
-    pub time_to_state: Vec<Vec<(usize, Option<usize>, i32)>>,
+    pub times: Vec<i64>,
 }
 
 /// Kaldi `CompactLatticeStateTimes`: the frame at which each state is
@@ -104,8 +104,8 @@ fn state_times(clat: &CompactLattice) -> std::result::Result<(Vec<i64>, usize), 
     Ok((times, utt_len.max(0) as usize))
 }
 
-/// Prepare a lattice for rescoring (Kaldi: top-sort if needed, state times,
-/// the frame → arcs table) and check its transition-ids against the model.
+/// Prepare a lattice for rescoring (Kaldi: top-sort if needed, state times)
+/// and check its transition-ids against the model and its time line.
 pub fn plan(
     clat: &mut CompactLattice,
     trans: &TransitionModel,
@@ -123,7 +123,6 @@ pub fn plan(
         )));
     }
     let (times, utt_len) = state_times(clat)?;
-    let mut time_to_state = vec![Vec::new(); utt_len];
     for (s, st) in clat.states.iter().enumerate() {
         let t = times[s];
         if t < 0 {
@@ -132,45 +131,61 @@ pub fn plan(
                 "state {s} is not reachable from the start state"
             )));
         }
-        let mut add = |arc: Option<usize>, string: &[i32]| -> std::result::Result<(), Skip> {
-            for (off, &tid) in string.iter().enumerate() {
-                if !trans.is_valid_transition_id(tid) {
-                    return Err(Skip(format!(
-                        "transition-id {tid} (state {s}) is not in the model, which has transition-ids 1..{}",
-                        trans.num_transition_ids()
-                    )));
-                }
-                let frame = t as usize + off;
-                if frame >= utt_len {
-                    if arc.is_some() && t as usize == utt_len {
-                        continue; // Kaldi: an end state past the utterance.
-                    }
-                    return Err(Skip(
-                        "There appears to be lattice/feature mismatch, aborting.".into(),
-                    ));
-                }
-                time_to_state[frame].push((s, arc, tid));
-            }
-            Ok(())
-        };
-        for (i, a) in st.arcs.iter().enumerate() {
-            add(Some(i), &a.weight.string)?;
+        let check =
+            |arc: bool, string: &[i32]| check_string(trans, s, t as usize, utt_len, arc, string);
+        for a in &st.arcs {
+            check(true, &a.weight.string)?;
         }
         if st.final_weight != CompactLatticeWeight::zero() {
-            add(None, &st.final_weight.string)?;
+            check(false, &st.final_weight.string)?;
         }
     }
     // Every frame before utt_len lies on the path to the final state that
     // defines utt_len, so no frame is left without a transition-id (Kaldi
     // asserts it).
-    Ok(FramePlan {
-        utt_len,
-        time_to_state,
-    })
+    Ok(FramePlan { utt_len, times })
 }
 
-/// Add −loglike to each weight of the plan, frame by frame as Kaldi does.
+/// Check the transition-ids of one arc's (or, `arc` false, a final
+/// weight's) string leaving state `s` at frame `t`: each in the model and
+/// each at a frame before `utt_len`, except on an arc that starts at
+/// `utt_len` (Kaldi: an end state past the utterance; such an arc is not
+/// rescored).
+fn check_string(
+    trans: &TransitionModel,
+    s: usize,
+    t: usize,
+    utt_len: usize,
+    arc: bool,
+    string: &[i32],
+) -> std::result::Result<(), Skip> {
+    for (off, &tid) in string.iter().enumerate() {
+        if !trans.is_valid_transition_id(tid) {
+            return Err(Skip(format!(
+                "transition-id {tid} (state {s}) is not in the model, which has transition-ids 1..{}",
+                trans.num_transition_ids()
+            )));
+        }
+        if t + off >= utt_len && !(arc && t == utt_len) {
+            return Err(Skip(
+                "There appears to be lattice/feature mismatch, aborting.".into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Add −loglike to each weight holding a transition-id, as Kaldi does
+/// (one float add per transition-id, in time order within each weight).
 /// `loglikes` is `utt_len × num_pdfs`.
+///
+/// Kaldi goes frame by frame and calls `SetValue`/`SetFinal` once per
+/// transition-id; this goes weight by weight and updates the properties
+/// once per changed weight. The floats are the same (each weight's adds
+/// come in the same order), and so is the properties word: a weight that
+/// holds a transition-id has a non-empty string, so it is "weighted" before
+/// and after every add, and OpenFst's property update for such a change
+/// only sets the same bits (and masks), whatever the order or repetition.
 pub fn apply(
     clat: &mut CompactLattice,
     plan: &FramePlan,
@@ -178,17 +193,52 @@ pub fn apply(
     loglikes: &[f32],
     num_pdfs: usize,
 ) {
-    let id2pdf = trans.id2pdf();
-    for (t, entries) in plan.time_to_state.iter().enumerate() {
-        let row = &loglikes[t * num_pdfs..(t + 1) * num_pdfs];
-        for &(s, arc, tid) in entries {
-            let ll = row[id2pdf[tid as usize] as usize];
-            // Kaldi: SetValue2(-log_like + Value2()), one float add.
-            match arc {
-                None => clat.update_final(s, |w| w.weight.acoustic += -ll),
-                Some(i) => clat.update_arc(s, i, |a| a.weight.weight.acoustic += -ll),
+    let add = Costs {
+        id2pdf: trans.id2pdf(),
+        loglikes,
+        num_pdfs,
+        utt_len: plan.utt_len,
+    };
+    for (s, &t) in plan.times.iter().enumerate().take(clat.states.len()) {
+        let t = t.max(0) as usize;
+        for i in 0..clat.states[s].arcs.len() {
+            if add.applies(t, &clat.states[s].arcs[i].weight.string) {
+                clat.update_arc(s, i, |a| add.to(&mut a.weight, t));
             }
         }
+        if add.applies(t, &clat.states[s].final_weight.string) {
+            clat.update_final(s, |w| add.to(w, t));
+        }
+    }
+}
+
+/// The new acoustic costs of an utterance's frames, per transition-id.
+struct Costs<'a> {
+    id2pdf: &'a [i32],
+    loglikes: &'a [f32],
+    num_pdfs: usize,
+    utt_len: usize,
+}
+
+impl Costs<'_> {
+    /// Whether a string starting at frame `t` has a frame to rescore.
+    fn applies(&self, t: usize, string: &[i32]) -> bool {
+        !string.is_empty() && t < self.utt_len
+    }
+
+    /// Kaldi's `SetValue2(-log_like + Value2())` for each transition-id of
+    /// `w`'s string (frames from `t`), one float add each, in order.
+    fn to(&self, w: &mut CompactLatticeWeight, t: usize) {
+        let mut acoustic = w.weight.acoustic;
+        for (off, &tid) in w.string.iter().enumerate() {
+            let frame = t + off;
+            if frame >= self.utt_len {
+                break;
+            }
+            let pdf = self.id2pdf[tid as usize] as usize;
+            acoustic += -self.loglikes[frame * self.num_pdfs + pdf];
+        }
+        w.weight.acoustic = acoustic;
     }
 }
 
@@ -238,13 +288,19 @@ pub fn rescore_compact_lattice(
 }
 
 /// Prepared lattices whose frames are scored together in one engine call
-/// (on a GPU, one launch for many utterances), then rescored in order.
+/// (on a GPU, one launch for many utterances), then rescored in order. A
+/// batch goes through [`push`](Self::push), [`score_only`](Self::score_only)
+/// and [`apply`](Self::apply), which leaves it empty with its buffers kept,
+/// so a pipeline can hand the same batches round (no new pages per batch).
 pub struct LatticeBatch {
     dim: usize,
     frames: Vec<f32>,
-    /// The batch's log-likelihoods (kept: new pages cost more than the copy).
+    /// The batch's log-likelihoods once scored (`num_pdfs` per frame).
     loglikes: Vec<f32>,
+    num_pdfs: usize,
     items: Vec<(String, CompactLattice, FramePlan)>,
+    /// Feature rows of the pushed utterances (Kaldi counts these).
+    feature_rows: usize,
 }
 
 impl LatticeBatch {
@@ -253,13 +309,47 @@ impl LatticeBatch {
             dim,
             frames: Vec::new(),
             loglikes: Vec::new(),
+            num_pdfs: 0,
             items: Vec::new(),
+            feature_rows: 0,
         }
+    }
+
+    /// An empty batch with room for `frames` frames (so filling it never
+    /// moves it).
+    pub fn with_capacity(dim: usize, frames: usize) -> Self {
+        let mut b = Self::new(dim);
+        b.frames.reserve_exact(frames * dim);
+        b
+    }
+
+    /// Size the scores buffer for the frames held and `num_pdfs` pdfs (its
+    /// new pages written here, by the thread that filled the batch, not by
+    /// the one that scores it).
+    pub fn make_room_for_scores(&mut self, num_pdfs: usize) {
+        let len = self.num_frames() * num_pdfs;
+        self.loglikes.truncate(len);
+        self.loglikes.resize(len, 0.0);
+    }
+
+    /// The frames' dimension.
+    pub fn dim(&self) -> usize {
+        self.dim
     }
 
     /// Frames held so far.
     pub fn num_frames(&self) -> usize {
         self.frames.len() / self.dim.max(1)
+    }
+
+    /// Feature rows of the lattices pushed so far (at least their frames).
+    pub fn feature_rows(&self) -> usize {
+        self.feature_rows
+    }
+
+    /// Lattices held.
+    pub fn len(&self) -> usize {
+        self.items.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -270,6 +360,7 @@ impl LatticeBatch {
     pub fn push(&mut self, key: String, clat: CompactLattice, plan: FramePlan, feats: &[f32]) {
         self.frames
             .extend_from_slice(&feats[..plan.utt_len * self.dim]);
+        self.feature_rows += feats.len() / self.dim.max(1);
         self.items.push((key, clat, plan));
     }
 
@@ -280,69 +371,44 @@ impl LatticeBatch {
         trans: &TransitionModel,
         model: &mut dyn LoadedModel,
     ) -> Result<Vec<(String, CompactLattice)>> {
-        let (done, buf) = self.score_only(model)?.apply(trans);
-        self.recycle(buf);
-        Ok(done)
+        self.score_only(model)?;
+        Ok(self.apply(trans).collect())
     }
 
-    /// Score every frame of the batch; its lattices and their scores come
-    /// back to be applied (on another thread, while this batch scores the
-    /// next) by [`ScoredBatch::apply`]. Leaves the batch empty.
-    pub fn score_only(&mut self, model: &mut dyn LoadedModel) -> Result<ScoredBatch> {
-        let num_pdfs = model.num_states();
-        let n = self.num_frames();
-        let mut loglikes = std::mem::take(&mut self.loglikes);
-        loglikes.truncate(n * num_pdfs);
-        loglikes.resize(n * num_pdfs, 0.0);
+    /// Score every frame of the batch (nothing else: this is what a
+    /// pipeline's scoring thread does); [`apply`](Self::apply) then
+    /// rescores the lattices, possibly on another thread.
+    pub fn score_only(&mut self, model: &mut dyn LoadedModel) -> Result<()> {
+        self.num_pdfs = model.num_states();
+        self.make_room_for_scores(self.num_pdfs);
         crate::timeline::mark("lat_batch");
-        if n > 0 {
-            model.state_loglikes(FrameBatch::new(&self.frames, self.dim), &mut loglikes)?;
+        if !self.loglikes.is_empty() {
+            model.state_loglikes(FrameBatch::new(&self.frames, self.dim), &mut self.loglikes)?;
         }
         crate::timeline::mark("lat_loglikes");
+        Ok(())
+    }
+
+    /// Rescore each lattice of a scored batch from its own rows, in push
+    /// order, handing each out as it is done; the batch is left empty (its
+    /// buffers kept). One thread: the work is a float add per
+    /// transition-id, and fanning it out cost more than it took on a
+    /// 16-core host (12 ms against 3 ms a 32,768-frame batch on the H100
+    /// machine).
+    pub fn apply<'a>(
+        &'a mut self,
+        trans: &'a TransitionModel,
+    ) -> impl Iterator<Item = (String, CompactLattice)> + 'a {
         self.frames.clear();
-        Ok(ScoredBatch {
-            items: std::mem::take(&mut self.items),
-            loglikes,
-            num_pdfs,
+        self.feature_rows = 0;
+        let (loglikes, num_pdfs) = (&self.loglikes[..], self.num_pdfs);
+        let mut row = 0;
+        self.items.drain(..).map(move |(key, mut clat, plan)| {
+            let ll = &loglikes[row * num_pdfs..(row + plan.utt_len) * num_pdfs];
+            row += plan.utt_len;
+            apply(&mut clat, &plan, trans, ll, num_pdfs);
+            (key, clat)
         })
-    }
-
-    /// Hand back a scores buffer of an applied batch, so the next batch
-    /// writes into pages it already has.
-    pub fn recycle(&mut self, buf: Vec<f32>) {
-        if buf.capacity() > self.loglikes.capacity() {
-            self.loglikes = buf;
-        }
-    }
-}
-
-/// A batch's lattices with the scores of its frames, not yet applied.
-pub struct ScoredBatch {
-    items: Vec<(String, CompactLattice, FramePlan)>,
-    loglikes: Vec<f32>,
-    num_pdfs: usize,
-}
-
-impl ScoredBatch {
-    /// Rescore each lattice from its own rows, in push order; returns the
-    /// lattices and the scores buffer (for [`LatticeBatch::recycle`]). One
-    /// thread: the work is a float add per arc and frame, and fanning it
-    /// out cost more than it took on a 16-core host (12 ms against 3 ms a
-    /// 32,768-frame batch on the H100 machine).
-    pub fn apply(self, trans: &TransitionModel) -> (Vec<(String, CompactLattice)>, Vec<f32>) {
-        let rows = self.items.iter().map(|(_, _, plan)| plan.utt_len);
-        let parts = crate::score::likes::split_rows(&self.loglikes, rows, self.num_pdfs);
-        let out = self
-            .items
-            .into_iter()
-            .zip(parts)
-            .map(|((key, mut clat, plan), ll)| {
-                apply(&mut clat, &plan, trans, ll, self.num_pdfs);
-                (key, clat)
-            })
-            .collect();
-        crate::timeline::mark("lat_applied");
-        (out, self.loglikes)
     }
 }
 
@@ -401,9 +467,7 @@ mod tests {
         let mut c = lat(3, 0, &[(0, 1, &[1, 1]), (1, 2, &[2])], &[(2, &[3])]);
         let p = plan(&mut c, &trans()).unwrap();
         assert_eq!(p.utt_len, 4);
-        assert_eq!(p.time_to_state[0], vec![(0, Some(0), 1)]);
-        assert_eq!(p.time_to_state[2], vec![(1, Some(0), 2)]);
-        assert_eq!(p.time_to_state[3], vec![(2, None, 3)]);
+        assert_eq!(p.times, vec![0, 2, 3]);
         // No final state: length 0, nothing to score (Kaldi writes it as is).
         let mut c = lat(2, 0, &[(0, 1, &[1])], &[]);
         assert_eq!(plan(&mut c, &trans()).unwrap().utt_len, 0);

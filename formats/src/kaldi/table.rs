@@ -16,7 +16,7 @@
 //! without converting them (e.g. [`super::matrix::RawMatrix`]). Errors name
 //! the file, the key and the byte offset.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io::{self, Write};
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -363,8 +363,22 @@ enum RandomImpl<H> {
         seen: HashMap<String, H>,
         last_key: Option<String>,
         sorted: bool,
+        /// With `s,cs`: the keys of `seen` in table order, so that those
+        /// before a key asked for can be let go (keys come in order).
+        release: Option<VecDeque<String>>,
         finished: bool,
     },
+}
+
+/// Kaldi's sorted archive read with `s,cs` (keys asked for in order): the
+/// objects before `key` are no longer wanted, so they are dropped (memory
+/// stays one object deep, as in Kaldi, instead of the whole table).
+fn release_before<H>(key: &str, order: &mut VecDeque<String>, seen: &mut HashMap<String, H>) {
+    while order.front().is_some_and(|k| k.as_str() < key) {
+        if let Some(k) = order.pop_front() {
+            seen.remove(&k);
+        }
+    }
 }
 
 /// Look-up of table objects by key.
@@ -398,6 +412,7 @@ impl<H: Holder> RandomAccessTableReader<H> {
                 seen: HashMap::new(),
                 last_key: None,
                 sorted: spec.opts.sorted,
+                release: (spec.opts.sorted && spec.opts.called_sorted).then(VecDeque::new),
                 finished: false,
             },
         };
@@ -438,8 +453,12 @@ impl<H: Holder> RandomAccessTableReader<H> {
                 seen,
                 last_key,
                 sorted,
+                release,
                 finished,
             } => {
+                if let Some(order) = release {
+                    release_before(key, order, seen);
+                }
                 while !seen.contains_key(key) && !*finished {
                     if *sorted {
                         if let Some(k) = last_key.as_deref() {
@@ -451,6 +470,9 @@ impl<H: Holder> RandomAccessTableReader<H> {
                     match reader.next_entry()? {
                         Some((k, h)) => {
                             *last_key = Some(k.clone());
+                            if let Some(order) = release {
+                                order.push_back(k.clone());
+                            }
                             seen.entry(k).or_insert(h);
                         }
                         None => *finished = true,
@@ -679,6 +701,30 @@ mod tests {
                 .collect::<Result<_>>()
                 .unwrap();
         assert_eq!(all[0].1, mat(1, 2, 1.0));
+    }
+
+    /// `ark,s,cs:` keys asked for in order: the same objects, repeated keys
+    /// too, and the ones before a key asked for are dropped.
+    #[test]
+    fn sorted_called_sorted_archive_lets_go_of_earlier_objects() {
+        let dir = tempfile::tempdir().unwrap();
+        let ark = dir.path().join("s.ark");
+        let mut w = TableWriter::<Matrix<f32>>::open(&format!("ark:{}", ark.display())).unwrap();
+        for (i, k) in ["a", "b", "c", "d"].iter().enumerate() {
+            w.write(k, &mat(1, 2, i as f32)).unwrap();
+        }
+        w.close().unwrap();
+        let mut ra =
+            RandomAccessTableReader::<Matrix<f32>>::open(&format!("ark,s,cs:{}", ark.display()))
+                .unwrap();
+        assert_eq!(ra.value("b").unwrap(), &mat(1, 2, 1.0));
+        assert_eq!(ra.value("b").unwrap(), &mat(1, 2, 1.0));
+        assert!(!ra.has_key("bb").unwrap());
+        assert_eq!(ra.value("d").unwrap(), &mat(1, 2, 3.0));
+        let RandomImpl::Archive { seen, .. } = &ra.inner else {
+            panic!("an archive")
+        };
+        assert_eq!(seen.keys().collect::<Vec<_>>(), vec!["d"]);
     }
 
     /// Matrices of a mapped archive kept as parts of the map: the same
