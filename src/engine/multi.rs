@@ -318,21 +318,86 @@ impl MultiModel<'_> {
         Ok(())
     }
 
-    /// Sends `feats` in pieces of at most [`PIECE_FRAMES`] frames.
+    /// Sends `feats` in pieces of at most [`PIECE_FRAMES`] frames, a round
+    /// of one piece a device at a time, the round's pieces sent at once, a
+    /// thread each: sending a piece from ordinary memory is the host's copy
+    /// of it into page-locked memory, which one thread did for every device
+    /// in turn (two GPUs then waited on it). The pieces go to the devices
+    /// and into the accumulators in the order one thread would send them.
     fn send_pieces(
         &mut self,
         feats: FrameBatch<'_>,
         targets: FrameTargets<'_>,
         acc: &mut ModelAccumulators,
     ) -> Result<()> {
-        let mut offsets = Vec::new();
-        for r0 in (0..feats.frames).step_by(PIECE_FRAMES) {
-            let rows = r0..(r0 + PIECE_FRAMES).min(feats.frames);
-            let piece = feats.rows(rows.clone())?;
-            let t = piece_targets(&targets, rows, &mut offsets)?;
-            self.send(acc, |p, shape| p.accumulate_apart(piece, t, shape))?;
+        let n = self.parts.len();
+        let pieces: Vec<Range<usize>> = (0..feats.frames)
+            .step_by(PIECE_FRAMES)
+            .map(|r0| r0..(r0 + PIECE_FRAMES).min(feats.frames))
+            .collect();
+        for round in pieces.chunks(n) {
+            // Room for one more batch on every device.
+            while self.flight.len() > (DEPTH - 1) * n {
+                self.receive(acc)?;
+            }
+            let mut offsets = vec![Vec::new(); round.len()];
+            let mut sends = Vec::with_capacity(round.len());
+            for (rows, off) in round.iter().zip(offsets.iter_mut()) {
+                let t = piece_targets(&targets, rows.clone(), off)?;
+                sends.push((feats.rows(rows.clone())?, t));
+            }
+            let stats = self.send_round(sends, acc)?;
+            for stats in stats {
+                self.flight.push_back(Flight {
+                    part: self.next,
+                    stats,
+                });
+                self.next = (self.next + 1) % n;
+            }
         }
         Ok(())
+    }
+
+    /// `accumulate_apart` of each piece of `round` on devices `next`,
+    /// `next + 1`, …, at once (one directly); their results in round order.
+    fn send_round(
+        &mut self,
+        round: Vec<(FrameBatch<'_>, FrameTargets<'_>)>,
+        shape: &ModelAccumulators,
+    ) -> Result<Vec<Option<ModelAccumulators>>> {
+        let n = self.parts.len();
+        if let [(piece, t)] = round[..] {
+            return Ok(vec![self.parts[self.next].accumulate_apart(piece, t, shape)?]);
+        }
+        // Device next + i takes piece i.
+        let mut by_device: Vec<Option<(FrameBatch<'_>, FrameTargets<'_>)>> = (0..n).map(|_| None).collect();
+        for (i, send) in round.into_iter().enumerate() {
+            by_device[(self.next + i) % n] = Some(send);
+        }
+        let mut results: Vec<(usize, Result<Option<ModelAccumulators>>)> = std::thread::scope(|s| {
+            let handles: Vec<_> = self
+                .parts
+                .iter_mut()
+                .zip(by_device)
+                .enumerate()
+                .filter_map(|(d, (p, send))| {
+                    let (piece, t) = send?;
+                    Some((d, s.spawn(move || p.accumulate_apart(piece, t, shape))))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|(d, h)| {
+                    let r = h.join().unwrap_or_else(|_| {
+                        Err(Error::Engine("a device's thread panicked".into()))
+                    });
+                    (d, r)
+                })
+                .collect()
+        });
+        // Round order: device next first.
+        results.sort_by_key(|&(d, _)| (d + n - self.next) % n);
+        results.into_iter().map(|(_, r)| r).collect()
     }
 }
 
