@@ -25,9 +25,9 @@ use super::json::Json;
 use super::lattice_stages::{time_stages, StageInput};
 use super::random::{self, Rng};
 use super::replicate::{case_err, read_all, replicate};
-use super::{time_median, BenchConfig};
+use super::{time_median, BenchConfig, Timing};
 use crate::cli::rescore_lattice::{rescore_tables, BatchPool, LatticeTables, Rescored, StageBusy};
-use crate::engine::{Engine, FrameBatch};
+use crate::engine::{Engine, FrameBatch, LoadedModel};
 use crate::model::CovKind;
 use crate::{Error, Result};
 
@@ -90,32 +90,10 @@ pub fn score_lattice(
     // The first run is time_median's warm-up.
     let (lattices, busy) = median_run(runs.get_mut(1..).unwrap_or_default());
 
-    // The tables alone: reading the lattices and features, and writing the
-    // lattices, each on its own (what the pipeline overlaps).
-    let mut lats = Vec::new();
-    let read = time_median(cfg.reps, || {
-        lats = read_all::<CompactLattice>(&lat_spec).map_err(err)?;
-        read_all::<Matrix<f32>>(&feat_spec).map_err(err)?;
-        Ok(None)
-    })?;
     let copy = format!("ark:{}", dir.path().join("copy.ark").display());
-    let write = time_median(cfg.reps, || {
-        let mut w = TableWriter::<CompactLattice>::open(&copy).map_err(err)?;
-        for (k, l) in &lats {
-            w.write(k, l).map_err(err)?;
-        }
-        w.close().map_err(err)?;
-        Ok(None)
-    })?;
-
-    // The engine alone on the same frames, in memory.
+    let (lats, read, write) = time_tables(&lat_spec, &feat_spec, &copy, cfg.reps)?;
     let feats = read_all::<Matrix<f32>>(&feat_spec).map_err(err)?;
-    let all: Vec<f32> = feats.iter().flat_map(|(_, m)| m.data()).copied().collect();
-    let mut ll = vec![0f32; frames * pdfs];
-    let kernel = time_median(cfg.reps, || {
-        loaded.state_loglikes(FrameBatch::new(&all, d), &mut ll)?;
-        Ok(None)
-    })?;
+    let (ll, kernel) = time_engine(loaded.as_mut(), &feats, frames * pdfs, d, cfg.reps)?;
     let stages = time_stages(
         &StageInput {
             lattices: &lats,
@@ -151,6 +129,50 @@ pub fn score_lattice(
             .str("device", &engine.device()),
     );
     Ok(())
+}
+
+/// The tables alone: reading the lattices and features, and writing the
+/// lattices to `copy`, each on its own (what the pipeline overlaps). Returns
+/// the lattices read.
+fn time_tables(
+    lat_spec: &str,
+    feat_spec: &str,
+    copy: &str,
+    reps: usize,
+) -> Result<(Vec<(String, CompactLattice)>, Timing, Timing)> {
+    let mut lats = Vec::new();
+    let read = time_median(reps, || {
+        lats = read_all::<CompactLattice>(lat_spec).map_err(err)?;
+        read_all::<Matrix<f32>>(feat_spec).map_err(err)?;
+        Ok(None)
+    })?;
+    let write = time_median(reps, || {
+        let mut w = TableWriter::<CompactLattice>::open(copy).map_err(err)?;
+        for (k, l) in &lats {
+            w.write(k, l).map_err(err)?;
+        }
+        w.close().map_err(err)?;
+        Ok(None)
+    })?;
+    Ok((lats, read, write))
+}
+
+/// The engine alone on the frames of `feats`, in memory: their
+/// `values` log-likelihoods and the time they took.
+fn time_engine(
+    loaded: &mut dyn LoadedModel,
+    feats: &[(String, Matrix<f32>)],
+    values: usize,
+    d: usize,
+    reps: usize,
+) -> Result<(Vec<f32>, Timing)> {
+    let all: Vec<f32> = feats.iter().flat_map(|(_, m)| m.data()).copied().collect();
+    let mut ll = vec![0f32; values];
+    let kernel = time_median(reps, || {
+        loaded.state_loglikes(FrameBatch::new(&all, d), &mut ll)?;
+        Ok(None)
+    })?;
+    Ok((ll, kernel))
 }
 
 /// The lattices written and the stages' busy seconds of the run of median
