@@ -411,10 +411,16 @@ fn compile_cubin(src: &str, arch: &str) -> Result<Vec<u8>> {
     };
     let csrc = std::ffi::CString::new(src).map_err(|e| fail("source", &e))?;
     let prog = result::create_program(&csrc, None).map_err(|e| fail("create", &e))?;
-    let opts = [
+    // AMTOOL_NVRTC_VERBOSE=1 prints ptxas's registers, spills and shared
+    // memory of every kernel (no device needed: see the NVRTC compile test).
+    let verbose = std::env::var("AMTOOL_NVRTC_VERBOSE").is_ok_and(|v| v == "1");
+    let mut opts = vec![
         format!("--gpu-architecture={arch}"),
         "--std=c++17".to_string(),
     ];
+    if verbose {
+        opts.push("--ptxas-options=-v".to_string());
+    }
     // SAFETY: `prog` is alive until destroyed at the end; the out-buffers
     // are sized by the size calls.
     let out = unsafe {
@@ -430,6 +436,11 @@ fn compile_cubin(src: &str, arch: &str) -> Result<Vec<u8>> {
                 Err(fail("compile", &format!("{e:?}\n{log}")))
             }
             Ok(()) => {
+                if verbose {
+                    if let Ok(l) = result::get_program_log(prog) {
+                        eprintln!("{}", std::ffi::CStr::from_ptr(l.as_ptr()).to_string_lossy());
+                    }
+                }
                 let mut size = 0usize;
                 let r = sys::nvrtcGetCUBINSize(prog, &mut size);
                 if r != sys::nvrtcResult::NVRTC_SUCCESS {
