@@ -161,13 +161,6 @@ __device__ __forceinline__ void dot_tile(const float* Wt, float* zs, const ZSrc&
                 w[1 % TG] = w4.y;
                 w[2 % TG] = w4.z;
                 w[3 % TG] = w4.w;
-            } else if (TG == 2) {
-                // One 8-byte load: with 32-wide Gaussian blocks, scalar loads
-                // made the tile wait on shared memory (3 wavefronts a k-step
-                // for 8 FMA a thread; 2 now).
-                const float2 w2 = *reinterpret_cast<const float2*>(Wk + kk * STRIDE);
-                w[0] = w2.x;
-                w[1 % TG] = w2.y;
             } else {
 #pragma unroll
                 for (int j = 0; j < TG; ++j) w[j] = Wk[kk * STRIDE + j];

@@ -693,7 +693,13 @@ fn gpu_scores_are_the_fp32_kernels_bits() {
         for tc in [None, Some("0")] {
             let out = path(&dir, "likes.ark");
             let mut cmd = common::amtool();
-            cmd.args(["score", "--use-gpu=yes", model, FEATS, &format!("ark:{out}")]);
+            cmd.args([
+                "score",
+                "--use-gpu=yes",
+                model,
+                FEATS,
+                &format!("ark:{out}"),
+            ]);
             if let Some(v) = tc {
                 cmd.env("AMTOOL_CUDA_TC", v);
             } else {
@@ -703,7 +709,10 @@ fn gpu_scores_are_the_fp32_kernels_bits() {
             assert_eq!(code, 0, "{err}");
             outs.push(std::fs::read(&out).unwrap());
         }
-        assert!(outs[0] == outs[1], "{model}: GPU scores are not the FP32 kernels'");
+        assert!(
+            outs[0] == outs[1],
+            "{model}: GPU scores are not the FP32 kernels'"
+        );
     }
 }
 

@@ -313,7 +313,8 @@ impl<'e> Likelihoods<'e> {
     fn new(engine: &'e dyn Engine, model: &AcousticModel) -> Result<Self, String> {
         let Some(threads) = engine.cpu_threads() else {
             // Kaldi's accuracy, so that the totals print Kaldi's digits.
-            let loaded = crate::engine::load_for_loglikes(engine, model).map_err(|e| e.to_string())?;
+            let loaded =
+                crate::engine::load_for_loglikes(engine, model).map_err(|e| e.to_string())?;
             return Ok(Likelihoods::Engine(loaded));
         };
         let pool = rayon::ThreadPoolBuilder::new()

@@ -15,20 +15,19 @@
 
 use clap::Args;
 
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::Mutex;
+
 use amtool_formats::kaldi::lattice::CompactLattice;
 use amtool_formats::kaldi::matrix::Matrix;
 use amtool_formats::kaldi::model::KaldiModel;
 use amtool_formats::kaldi::table::{RandomAccessTableReader, SequentialTableReader};
+use amtool_formats::kaldi::transition::TransitionModel;
 
 use super::train_io::parse_use_gpu;
 use super::KaldiStandard;
-use amtool_formats::kaldi::transition::TransitionModel;
-
 use crate::engine::{self, Gpus, LoadedModel, UseGpu};
 use crate::model::AcousticModel;
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
-use std::sync::Mutex;
-
 use crate::score::rescore::{prepare, LatticeBatch, Skip};
 use crate::stage_clock::{StageClock, StageTime};
 use crate::train::write_behind::WriteBehind;
@@ -84,9 +83,11 @@ fn rescore(args: &RescoreLatticeArgs, gpus: Option<Gpus>) -> Result<i32, String>
         None => engine::select(args.use_gpu, 0),
     }
     .map_err(|e| e.to_string())?;
-    let mut loaded =
-        crate::engine::load_for_loglikes(engine.as_ref(), &AcousticModel::from_am_diag_gmm(&model.am))
-            .map_err(|e| e.to_string())?;
+    let mut loaded = crate::engine::load_for_loglikes(
+        engine.as_ref(),
+        &AcousticModel::from_am_diag_gmm(&model.am),
+    )
+    .map_err(|e| e.to_string())?;
     let tables = LatticeTables {
         lattices: &args.lattices,
         features: &args.features,
@@ -353,8 +354,7 @@ impl Prepare<'_> {
                 crate::timeline::mark("lat_prepared");
                 // The next batch is taken after the scorer took this one:
                 // by then the applier has given back the one before.
-                let full = std::mem::replace(&mut batch, LatticeBatch::new(self.dim));
-                if ready.send(full).is_err() {
+                if ready.send(batch).is_err() {
                     return Ok((skipped, clock.stop()));
                 }
                 batch = self.new_batch(pool);

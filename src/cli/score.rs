@@ -258,7 +258,9 @@ fn frame_likes(args: &ScoreArgs, model: &AcousticModel) -> Result<i32, String> {
         None
     };
     let mut loaded = match &engine {
-        Some(e) => Some(crate::engine::load_for_loglikes(e.as_ref(), model).map_err(|e| e.to_string())?),
+        Some(e) => {
+            Some(crate::engine::load_for_loglikes(e.as_ref(), model).map_err(|e| e.to_string())?)
+        }
         None => None,
     };
     let mut reader =

@@ -221,13 +221,21 @@ where
         rest = tail;
     }
     let f = &f;
-    let results: Vec<Result<()>> = std::thread::scope(|s| {
-        let handles: Vec<_> = parts
-            .iter_mut()
-            .zip(ranges)
-            .zip(outs)
-            .map(|((p, r), o)| s.spawn(move || f(p.as_mut(), r, o)))
-            .collect();
+    let jobs = parts
+        .iter_mut()
+        .zip(ranges)
+        .zip(outs)
+        .map(|((p, r), o)| move || f(p.as_mut(), r, o));
+    on_threads(jobs).into_iter().collect()
+}
+
+/// Runs each job at once on a thread of its own; their results in job
+/// order (a panicking job's as an error).
+fn on_threads<T: Send>(
+    jobs: impl IntoIterator<Item = impl FnOnce() -> Result<T> + Send>,
+) -> Vec<Result<T>> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = jobs.into_iter().map(|job| s.spawn(job)).collect();
         handles
             .into_iter()
             .map(|h| {
@@ -235,8 +243,7 @@ where
                     .unwrap_or_else(|_| Err(Error::Engine("a device's thread panicked".into())))
             })
             .collect()
-    });
-    results.into_iter().collect()
+    })
 }
 
 /// The targets of frames `rows` of a batch; a weighted batch's offsets are
@@ -365,39 +372,19 @@ impl MultiModel<'_> {
         round: Vec<(FrameBatch<'_>, FrameTargets<'_>)>,
         shape: &ModelAccumulators,
     ) -> Result<Vec<Option<ModelAccumulators>>> {
-        let n = self.parts.len();
         if let [(piece, t)] = round[..] {
-            return Ok(vec![self.parts[self.next].accumulate_apart(piece, t, shape)?]);
+            return Ok(vec![
+                self.parts[self.next].accumulate_apart(piece, t, shape)?
+            ]);
         }
         // Device next + i takes piece i.
-        let mut by_device: Vec<Option<(FrameBatch<'_>, FrameTargets<'_>)>> = (0..n).map(|_| None).collect();
-        for (i, send) in round.into_iter().enumerate() {
-            by_device[(self.next + i) % n] = Some(send);
-        }
-        let mut results: Vec<(usize, Result<Option<ModelAccumulators>>)> = std::thread::scope(|s| {
-            let handles: Vec<_> = self
-                .parts
-                .iter_mut()
-                .zip(by_device)
-                .enumerate()
-                .filter_map(|(d, (p, send))| {
-                    let (piece, t) = send?;
-                    Some((d, s.spawn(move || p.accumulate_apart(piece, t, shape))))
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|(d, h)| {
-                    let r = h.join().unwrap_or_else(|_| {
-                        Err(Error::Engine("a device's thread panicked".into()))
-                    });
-                    (d, r)
-                })
-                .collect()
-        });
-        // Round order: device next first.
-        results.sort_by_key(|&(d, _)| (d + n - self.next) % n);
-        results.into_iter().map(|(_, r)| r).collect()
+        let mut devices: Vec<_> = self.parts.iter_mut().collect();
+        devices.rotate_left(self.next);
+        let jobs = devices
+            .into_iter()
+            .zip(round)
+            .map(|(p, (piece, t))| move || p.accumulate_apart(piece, t, shape));
+        on_threads(jobs).into_iter().collect()
     }
 }
 

@@ -91,7 +91,10 @@ mod tests {
         std::fs::write(dir.join("not a claim"), b"").unwrap();
         assert_eq!(count_others(&dir, "GPU-a"), 1);
         assert_eq!(count_others(&dir, "GPU-b"), 1);
-        assert!(!dir.join("GPU-a.4294967295").exists(), "a dead claim is removed");
+        assert!(
+            !dir.join("GPU-a.4294967295").exists(),
+            "a dead claim is removed"
+        );
         let path = dir.join(format!("GPU-a.{}", std::process::id()));
         assert!(path.exists());
         drop(mine);

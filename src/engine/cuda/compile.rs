@@ -130,10 +130,7 @@ impl KernelShape {
             e16: false,
             fc16: false,
         };
-        // AMTOOL_CUDA_WRES=0 streams W from global memory even where it fits
-        // (less shared memory a CTA, more CTAs an SM: for measuring).
-        let wres_env = std::env::var("AMTOOL_CUDA_WRES").map_or(true, |v| v != "0");
-        shape.wres = wres_env && shape.smem_stats() + kzv * gb * 4 <= SMEM_BUDGET;
+        shape.wres = shape.smem_stats() + kzv * gb * 4 <= SMEM_BUDGET;
         shape
     }
 

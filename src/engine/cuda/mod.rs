@@ -104,13 +104,25 @@ pub struct CudaEngine {
     _claim: Option<claims::Claim>,
 }
 
-/// A context on device `n` and its figures, or why it refused one.
-fn open_device(n: usize) -> std::result::Result<(Arc<CudaContext>, select::DeviceFigures), String> {
+/// A context on device `n` and its figures, or why it refused one; with
+/// `count_claims` (a choice among several devices), the other amtool
+/// processes on it.
+fn open_device(
+    n: usize,
+    count_claims: bool,
+) -> std::result::Result<(Arc<CudaContext>, select::DeviceFigures), String> {
     let ctx = CudaContext::new(n).map_err(|e| e.to_string())?;
     let name = ctx.name().map_err(|e| e.to_string())?;
     let (free, total) = ctx.mem_get_info().map_err(|e| e.to_string())?;
-    let uuid = ctx.uuid().map(|u| uuid_text(&u.bytes)).unwrap_or_else(|_| format!("device{n}"));
-    let others = claims::count_others(&claims::claims_dir(), &uuid);
+    let uuid = ctx
+        .uuid()
+        .map(|u| uuid_text(&u.bytes))
+        .unwrap_or_else(|_| format!("device{n}"));
+    let others = if count_claims {
+        claims::count_others(&claims::claims_dir(), &uuid)
+    } else {
+        0
+    };
     Ok((
         ctx,
         select::DeviceFigures {
@@ -121,6 +133,12 @@ fn open_device(n: usize) -> std::result::Result<(Arc<CudaContext>, select::Devic
             others,
         },
     ))
+}
+
+/// This process's claim on the device `figures` describe, where it chose
+/// among several (`shared`).
+fn claim(shared: bool, figures: &select::DeviceFigures) -> Option<claims::Claim> {
+    shared.then(|| claims::Claim::make(&claims::claims_dir(), &figures.uuid))
 }
 
 /// A device UUID as `GPU-` and 32 hex digits (a file name).
@@ -169,13 +187,17 @@ impl CudaEngine {
 
     fn open() -> Result<Self> {
         let count = device_count()?;
-        let lock = (count > 1).then(select::SelectionLock::acquire);
-        let chosen =
-            select::select_device(count, open_device, |line| eprintln!("LOG (amtool) {line}"))
-                .map_err(|e| Error::Engine(format!("CUDA: {e}")))?;
-        let claim = claims::Claim::make(&claims::claims_dir(), &chosen.figures.uuid);
+        let shared = count > 1;
+        let lock = shared.then(select::SelectionLock::acquire);
+        let chosen = select::select_device(
+            count,
+            |n| open_device(n, shared),
+            |line| eprintln!("LOG (amtool) {line}"),
+        )
+        .map_err(|e| Error::Engine(format!("CUDA: {e}")))?;
+        let claim = claim(shared, &chosen.figures);
         drop(lock);
-        Self::on_selected(chosen, Some(claim))
+        Self::on_selected(chosen, claim)
     }
 
     fn open_many(gpus: Gpus, partitions: usize) -> Result<Vec<Self>> {
@@ -194,15 +216,16 @@ impl CudaEngine {
             Gpus::Count(n) => Some(n),
             Gpus::All => None,
         };
-        let lock = (count > 1).then(select::SelectionLock::acquire);
-        let chosen = select::select_devices(count, want, open_device, |line| {
-            eprintln!("LOG (amtool) {line}")
-        })
+        let shared = count > 1;
+        let lock = shared.then(select::SelectionLock::acquire);
+        let chosen = select::select_devices(
+            count,
+            want,
+            |n| open_device(n, shared),
+            |line| eprintln!("LOG (amtool) {line}"),
+        )
         .map_err(|e| Error::Engine(format!("CUDA: {e}")))?;
-        let mut claims: Vec<_> = chosen
-            .iter()
-            .map(|c| Some(claims::Claim::make(&claims::claims_dir(), &c.figures.uuid)))
-            .collect();
+        let claims: Vec<_> = chosen.iter().map(|c| claim(shared, &c.figures)).collect();
         drop(lock);
         if let Some(other) = chosen
             .iter()
@@ -215,16 +238,16 @@ impl CudaEngine {
             );
         }
         let mut engines = Vec::with_capacity(chosen.len() * partitions);
-        for (c, claim) in chosen.into_iter().zip(claims.iter_mut()) {
+        for (c, claim) in chosen.into_iter().zip(claims) {
             let index = c.index;
-            engines.push(Self::on_selected(c, claim.take())?);
+            engines.push(Self::on_selected(c, claim)?);
             if partitions > 1 {
                 eprintln!(
                     "LOG (amtool) GPU [{index}] as {partitions} logical partitions (AMTOOL_PARTITIONS)"
                 );
             }
             for _ in 1..partitions {
-                let (context, figures) = open_device(index)
+                let (context, figures) = open_device(index, false)
                     .map_err(|e| Error::Engine(format!("CUDA: device {index}: {e}")))?;
                 engines.push(Self::on_selected(
                     select::Selected {

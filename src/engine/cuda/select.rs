@@ -348,24 +348,24 @@ mod tests {
         );
         assert_eq!(with_others(&[2, 1, 1, 3], 1).0, vec![1]);
         assert_eq!(with_others(&[2, 1, 0, 3], 2).0, vec![1, 2]);
-        // Much more free memory still wins over fewer processes.
-        let (r, _, _) = run(&[Some(20), Some(70)]);
-        assert_eq!(r, Ok(1));
-        let mut lines = Vec::new();
-        let far = select_device(
+        // Much more free memory still wins over fewer processes: device 0
+        // has 70 GB free and one other process, device 1 20 GB and none.
+        let busy_but_free = select_device(
             2,
             |n| {
-                let f = if n == 0 {
-                    figs(70)
-                } else {
-                    DeviceFigures { others: 0, ..figs(20) }
-                };
-                Ok((n, DeviceFigures { others: 1 - n, ..f }))
+                let f = [
+                    DeviceFigures {
+                        others: 1,
+                        ..figs(70)
+                    },
+                    figs(20),
+                ];
+                Ok((n, f[n].clone()))
             },
-            |l| lines.push(l),
+            |_| {},
         )
         .unwrap();
-        assert_eq!(far.index, 0);
+        assert_eq!(busy_but_free.index, 0);
     }
 
     #[test]
