@@ -5,6 +5,7 @@
 //! exits, seconds since `main` began. Without the variable a mark costs one
 //! load of a flag.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
@@ -64,6 +65,61 @@ pub fn parse(line: &str) -> Option<Vec<(String, f64)>> {
         .collect()
 }
 
+/// Host seconds spent in named steps, summed over calls (`amtool bench`
+/// turns them on to say where a pipeline's main thread spends its time).
+static TALLY_ON: AtomicBool = AtomicBool::new(false);
+static TALLIES: Mutex<Vec<(&'static str, f64)>> = Mutex::new(Vec::new());
+
+/// Start summing the steps [`tally`] times, from zero.
+pub fn tallies_on() {
+    if let Ok(mut t) = TALLIES.lock() {
+        t.clear();
+    }
+    TALLY_ON.store(true, Ordering::Relaxed);
+}
+
+/// Stop summing; the sums so far, in the order first seen.
+pub fn tallies_off() -> Vec<(&'static str, f64)> {
+    TALLY_ON.store(false, Ordering::Relaxed);
+    TALLIES.lock().map(|t| t.clone()).unwrap_or_default()
+}
+
+/// Runs `f`; while tallies are on, adds its wall time to the sum of `step`.
+/// Off, this costs one load of a flag.
+pub fn tally<R>(step: &'static str, f: impl FnOnce() -> R) -> R {
+    let _t = Tally::start(step);
+    f()
+}
+
+/// A step being timed for its tally: its wall time is added when it is
+/// dropped (nothing is timed while tallies are off).
+pub struct Tally {
+    step: &'static str,
+    t0: Option<Instant>,
+}
+
+impl Tally {
+    pub fn start(step: &'static str) -> Self {
+        Tally {
+            step,
+            t0: TALLY_ON.load(Ordering::Relaxed).then(Instant::now),
+        }
+    }
+}
+
+impl Drop for Tally {
+    fn drop(&mut self) {
+        let Some(t0) = self.t0 else { return };
+        let dt = t0.elapsed().as_secs_f64();
+        if let Ok(mut t) = TALLIES.lock() {
+            match t.iter_mut().find(|(s, _)| *s == self.step) {
+                Some((_, v)) => *v += dt,
+                None => t.push((self.step, dt)),
+            }
+        }
+    }
+}
+
 /// Print the report (when marks are on), after a last mark `exit`.
 pub fn report() {
     if let Some(t) = timeline() {
@@ -77,6 +133,27 @@ pub fn report() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tallies_sum_each_step_while_on() {
+        assert_eq!(tally("off", || 7), 7);
+        tallies_on();
+        tally("a", || {
+            std::thread::sleep(std::time::Duration::from_millis(2))
+        });
+        tally("b", || ());
+        tally("a", || {
+            std::thread::sleep(std::time::Duration::from_millis(2))
+        });
+        let t = tallies_off();
+        tally("after", || ());
+        // Other tests of this process may tally their own steps meanwhile.
+        let step = |name| t.iter().find(|(s, _)| *s == name).map(|(_, v)| *v);
+        assert!(step("a").is_some_and(|v| v >= 0.004), "{t:?}");
+        assert!(step("b").is_some(), "{t:?}");
+        assert!(step("off").is_none(), "{t:?}");
+        assert!(!tallies_off().iter().any(|(s, _)| *s == "after"));
+    }
 
     #[test]
     fn a_report_line_parses_back() {

@@ -90,6 +90,7 @@ pub fn acc_stats_ark(
     // thread, queuing and sending batches, and settling at the end.
     let mut split = [0f64; 4];
     let e2e = time_median(cfg.reps, || {
+        crate::timeline::tallies_on();
         let t0 = std::time::Instant::now();
         let mut acc = GlobalAccStats::new(engine, &model, UpdateFlags::default())?;
         let mut r = SharedFeats::open(&spec).map_err(table_err)?;
@@ -112,26 +113,32 @@ pub fn acc_stats_ark(
         split = s;
         Ok(None)
     })?;
+    let steps = crate::timeline::tallies_off();
     let budget = 1.5 * kernel.seconds() + read.wall;
+    let mut line = Json::new()
+        .str("case", case)
+        .int("T", t)
+        .int("D", d)
+        .int("M", m)
+        .num("seconds", e2e.wall)
+        .num("kernel_seconds", kernel.seconds())
+        .num("read_seconds", read.wall)
+        .num("budget_seconds", budget)
+        .num(
+            "ratio_to_kernel_plus_read",
+            e2e.wall / (kernel.seconds() + read.wall),
+        )
+        .num("file_gb", bytes as f64 / 1e9)
+        .num("host_setup_seconds", split[0])
+        .num("host_wait_read_seconds", split[1])
+        .num("host_queue_and_send_seconds", split[2])
+        .num("host_settle_seconds", split[3]);
+    // The main thread's steps inside queuing and sending (last run).
+    for (step, secs) in steps {
+        line = line.num(&format!("host_{step}_seconds"), secs);
+    }
     emit(
-        &Json::new()
-            .str("case", case)
-            .int("T", t)
-            .int("D", d)
-            .int("M", m)
-            .num("seconds", e2e.wall)
-            .num("kernel_seconds", kernel.seconds())
-            .num("read_seconds", read.wall)
-            .num("budget_seconds", budget)
-            .num(
-                "ratio_to_kernel_plus_read",
-                e2e.wall / (kernel.seconds() + read.wall),
-            )
-            .num("file_gb", bytes as f64 / 1e9)
-            .num("host_setup_seconds", split[0])
-            .num("host_wait_read_seconds", split[1])
-            .num("host_queue_and_send_seconds", split[2])
-            .num("host_settle_seconds", split[3])
+        &line
             .num("avg_like_per_frame", like / t as f64)
             .str("engine", engine.name())
             .str("device", &engine.device()),

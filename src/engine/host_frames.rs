@@ -10,6 +10,8 @@ use std::any::Any;
 
 use rayon::prelude::*;
 
+use super::row_max::{block_abs_max, RowMaxima};
+
 /// Memory an engine lends for a batch (for example page-locked memory that
 /// a GPU copies from directly). Its whole length is room for frames.
 pub trait LentMemory: Send + 'static {
@@ -29,6 +31,15 @@ pub trait FrameSource: Sync {
     fn copy_to(&self, dst: &mut [f32]);
 }
 
+impl<T: FrameSource + ?Sized> FrameSource for Box<T> {
+    fn floats(&self) -> usize {
+        (**self).floats()
+    }
+    fn copy_to(&self, dst: &mut [f32]) {
+        (**self).copy_to(dst)
+    }
+}
+
 impl FrameSource for Vec<f32> {
     fn floats(&self) -> usize {
         self.len()
@@ -43,21 +54,34 @@ enum Mem {
     Lent(Box<dyn LentMemory>),
 }
 
-/// A batch of frames in host memory: `len()` floats written, room for
-/// `capacity()`.
+/// A part kept to be copied later, and where it goes (floats from the start).
+type Kept = (usize, Box<dyn FrameSource + Send>);
+
+/// A batch of frames in host memory: `len()` floats pushed (or kept, to be
+/// copied by [`gather`](Self::gather)), room for `capacity()`.
 pub struct HostFrames {
     mem: Mem,
     len: usize,
+    /// Parts whose room is taken but which are not copied yet.
+    kept: Vec<Kept>,
+    /// The largest |x_d| of each part copied, when the engine that lent the
+    /// memory asked for them ([`track_abs_max`](Self::track_abs_max)).
+    maxima: Option<RowMaxima>,
+}
+
+/// Lent memory taken back by its engine: the floats written, and the
+/// parts' maxima where they were tracked.
+pub struct LentFrames {
+    pub mem: Box<dyn LentMemory>,
+    pub len: usize,
+    pub maxima: Option<RowMaxima>,
 }
 
 impl Default for HostFrames {
     /// No room yet (a caller asks its engine for a buffer before the first
     /// batch).
     fn default() -> Self {
-        HostFrames {
-            mem: Mem::Plain(Vec::new()),
-            len: 0,
-        }
+        HostFrames::with_capacity(0)
     }
 }
 
@@ -67,6 +91,8 @@ impl HostFrames {
         HostFrames {
             mem: Mem::Plain(Vec::with_capacity(floats)),
             len: 0,
+            kept: Vec::new(),
+            maxima: None,
         }
     }
 
@@ -75,7 +101,16 @@ impl HostFrames {
         HostFrames {
             mem: Mem::Lent(mem),
             len: 0,
+            kept: Vec::new(),
+            maxima: None,
         }
+    }
+
+    /// From now on, note the largest |x_d| of each part pushed, for an
+    /// engine that scales chunks of `dim`-wide frames by them: taken while
+    /// the part is copied, they spare the engine a pass over the batch.
+    pub fn track_abs_max(&mut self, dim: usize) {
+        self.maxima = Some(RowMaxima::new(dim));
     }
 
     pub fn len(&self) -> usize {
@@ -99,18 +134,28 @@ impl HostFrames {
         self.len + floats <= self.capacity()
     }
 
+    /// Notes the maxima of the part at floats `at..at + part.len()`.
+    fn note_max(maxima: &mut Option<RowMaxima>, at: usize, part: &[f32]) {
+        if let Some(rm) = maxima {
+            let d = rm.dim().max(1);
+            rm.note(at / d..(at + part.len()) / d, block_abs_max(part, d));
+        }
+    }
+
     /// Append `src`. A plain vector grows when it must; lent memory that has
     /// no room returns false and is left as it was.
     pub fn push(&mut self, src: &[f32]) -> bool {
+        let at = self.len;
         match &mut self.mem {
             Mem::Plain(v) => v.extend_from_slice(src),
             Mem::Lent(m) => {
-                let Some(dst) = m.as_mut_slice().get_mut(self.len..self.len + src.len()) else {
+                let Some(dst) = m.as_mut_slice().get_mut(at..at + src.len()) else {
                     return false;
                 };
                 dst.copy_from_slice(src);
             }
         }
+        Self::note_max(&mut self.maxima, at, src);
         self.len += src.len();
         true
     }
@@ -120,34 +165,65 @@ impl HostFrames {
     /// nothing written, when lent memory has no room for them all.
     pub fn push_parts<P: FrameSource>(&mut self, parts: &[P]) -> bool {
         let total: usize = parts.iter().map(P::floats).sum();
+        let at = self.len;
         match &mut self.mem {
             Mem::Plain(v) => {
                 for p in parts {
                     let n = v.len();
                     v.resize(n + p.floats(), 0.0);
                     p.copy_to(&mut v[n..]);
+                    Self::note_max(&mut self.maxima, n, &v[n..]);
                 }
             }
             Mem::Lent(m) => {
-                let Some(mut rest) = m.as_mut_slice().get_mut(self.len..self.len + total) else {
+                let Some(room) = m.as_mut_slice().get_mut(at..at + total) else {
                     return false;
                 };
-                let mut dst = Vec::with_capacity(parts.len());
-                for p in parts {
-                    let (head, tail) = rest.split_at_mut(p.floats());
-                    dst.push(head);
-                    rest = tail;
-                }
-                dst.into_par_iter()
-                    .zip(parts.par_iter())
-                    .for_each(|(d, p)| p.copy_to(d));
+                let places = split_places(room, at, parts.iter().map(P::floats));
+                let parts: Vec<&dyn FrameSource> = parts.iter().map(|p| p as _).collect();
+                copy_parts(places, &parts, &mut self.maxima);
             }
         }
         self.len += total;
         true
     }
 
-    /// The floats written.
+    /// Take room for `parts` back to back, to be copied by
+    /// [`gather`](Self::gather) (on whichever thread sends the batch) rather
+    /// than now; plain memory copies them now. False, and nothing taken,
+    /// when lent memory has no room for them all.
+    pub fn keep_parts(&mut self, parts: Vec<Box<dyn FrameSource + Send>>) -> bool {
+        if !self.is_lent() {
+            return self.push_parts(&parts);
+        }
+        let total: usize = parts.iter().map(|p| p.floats()).sum();
+        if !self.has_room(total) {
+            return false;
+        }
+        for p in parts {
+            let n = p.floats();
+            self.kept.push((self.len, p));
+            self.len += n;
+        }
+        true
+    }
+
+    /// Copy the parts kept by [`keep_parts`](Self::keep_parts) to their
+    /// places, in parallel.
+    pub fn gather(&mut self) {
+        if self.kept.is_empty() {
+            return;
+        }
+        let kept = std::mem::take(&mut self.kept);
+        let _t = crate::timeline::Tally::start("gather");
+        if let Mem::Lent(m) = &mut self.mem {
+            let places = split_kept(m.as_mut_slice(), &kept);
+            let parts: Vec<&dyn FrameSource> = kept.iter().map(|(_, p)| &**p as _).collect();
+            copy_parts(places, &parts, &mut self.maxima);
+        }
+    }
+
+    /// The floats written (after [`gather`](Self::gather) where parts were kept).
     pub fn as_slice(&self) -> &[f32] {
         match &self.mem {
             Mem::Plain(v) => v,
@@ -155,12 +231,16 @@ impl HostFrames {
         }
     }
 
-    /// Empty again, keeping the memory.
+    /// Empty again, keeping the memory (and whether maxima are noted).
     pub fn clear(&mut self) {
         if let Mem::Plain(v) = &mut self.mem {
             v.clear();
         }
         self.len = 0;
+        self.kept.clear();
+        if let Some(rm) = &mut self.maxima {
+            rm.clear();
+        }
     }
 
     /// Whether this is memory an engine lent.
@@ -168,16 +248,75 @@ impl HostFrames {
         matches!(self.mem, Mem::Lent(_))
     }
 
-    /// For engines: the lent memory and the floats written, leaving `self`
-    /// an empty plain buffer; `None` (and `self` untouched) for a plain one.
-    pub fn take_lent(&mut self) -> Option<(Box<dyn LentMemory>, usize)> {
+    /// For engines: the lent memory with every kept part gathered, the
+    /// floats written and the parts' maxima, leaving `self` an empty plain
+    /// buffer; `None` (and `self` untouched) for a plain one.
+    pub fn take_lent(&mut self) -> Option<LentFrames> {
         if !self.is_lent() {
             return None;
         }
+        self.gather();
         let len = std::mem::take(&mut self.len);
+        let maxima = self.maxima.take();
         match std::mem::replace(&mut self.mem, Mem::Plain(Vec::new())) {
-            Mem::Lent(m) => Some((m, len)),
+            Mem::Lent(mem) => Some(LentFrames { mem, len, maxima }),
             Mem::Plain(_) => None,
+        }
+    }
+}
+
+/// `room` (which starts at float `at` of the batch) cut into places of
+/// `sizes` back to back; each place with its offset in the batch.
+fn split_places(
+    mut room: &mut [f32],
+    mut at: usize,
+    sizes: impl Iterator<Item = usize>,
+) -> Vec<(usize, &mut [f32])> {
+    let mut places = Vec::new();
+    for n in sizes {
+        let (head, tail) = std::mem::take(&mut room).split_at_mut(n);
+        places.push((at, head));
+        room = tail;
+        at += n;
+    }
+    places
+}
+
+/// The places of the kept parts (in order; frames pushed in between lie
+/// between them).
+fn split_kept<'m>(mut mem: &'m mut [f32], kept: &[Kept]) -> Vec<(usize, &'m mut [f32])> {
+    let mut places = Vec::with_capacity(kept.len());
+    let mut pos = 0;
+    for (at, p) in kept {
+        let rest = std::mem::take(&mut mem).split_at_mut(at - pos).1;
+        let (head, tail) = rest.split_at_mut(p.floats());
+        places.push((*at, head));
+        mem = tail;
+        pos = at + p.floats();
+    }
+    places
+}
+
+/// Each part copied to its place, in parallel, with its maxima noted when
+/// `maxima` tracks them.
+fn copy_parts(
+    places: Vec<(usize, &mut [f32])>,
+    parts: &[&dyn FrameSource],
+    maxima: &mut Option<RowMaxima>,
+) {
+    let dim = maxima.as_ref().map(|m| m.dim().max(1));
+    let found: Vec<Option<(usize, usize, Vec<f32>)>> = places
+        .into_par_iter()
+        .zip(parts.par_iter())
+        .map(|((at, dst), p)| {
+            p.copy_to(dst);
+            dim.map(|d| (at, dst.len(), block_abs_max(dst, d)))
+        })
+        .collect();
+    if let Some(rm) = maxima {
+        let d = rm.dim().max(1);
+        for (at, n, max) in found.into_iter().flatten() {
+            rm.note(at / d..(at + n) / d, max);
         }
     }
 }
@@ -219,8 +358,12 @@ mod tests {
         assert!(f.push(&[1.0, 2.0, 3.0]));
         assert!(!f.push(&[4.0, 5.0]), "no room: refused");
         assert_eq!(f.as_slice(), &[1.0, 2.0, 3.0]);
-        let (m, len) = f.take_lent().expect("lent");
-        assert_eq!(len, 3);
+        let LentFrames {
+            mem: m,
+            len,
+            maxima,
+        } = f.take_lent().expect("lent");
+        assert_eq!((len, maxima), (3, None));
         assert!(!f.is_lent() && f.is_empty() && f.capacity() == 0);
         let back = m.into_any().downcast::<Fixed>().expect("own type");
         assert_eq!(back.0, vec![1.0, 2.0, 3.0, 0.0]);
@@ -238,5 +381,45 @@ mod tests {
         let mut plain = HostFrames::default();
         assert!(plain.push_parts(&parts));
         assert_eq!(plain.as_slice(), &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    }
+
+    fn boxed(parts: &[Vec<f32>]) -> Vec<Box<dyn FrameSource + Send>> {
+        parts.iter().map(|p| Box::new(p.clone()) as _).collect()
+    }
+
+    #[test]
+    fn kept_parts_take_their_room_now_and_are_copied_when_gathered() {
+        let parts = vec![vec![1.0, -2.0], vec![], vec![3.0, 0.5], vec![-4.0, 5.0]];
+        let mut lent = HostFrames::lent(Box::new(Fixed(vec![0.0; 12])));
+        lent.track_abs_max(2);
+        assert!(lent.keep_parts(boxed(&parts[..2])));
+        assert!(lent.push(&[9.0, -9.5]), "copied now, after the kept room");
+        assert!(lent.keep_parts(boxed(&parts[2..])));
+        assert_eq!(lent.len(), 8);
+        assert!(!lent.keep_parts(boxed(&[vec![0.0; 5]])), "no room: refused");
+        assert_eq!(lent.len(), 8, "nothing taken");
+        let LentFrames { mem, len, maxima } = lent.take_lent().expect("lent");
+        let data = &mem.as_slice()[..len];
+        assert_eq!(data, &[1.0, -2.0, 9.0, -9.5, 3.0, 0.5, -4.0, 5.0]);
+        let maxima = maxima.expect("tracked");
+        assert_eq!(maxima.abs_max(data, 0..4), vec![9.0, 9.5]);
+        assert_eq!(maxima.abs_max(data, 2..4), vec![4.0, 5.0]);
+        assert_eq!(maxima.abs_max(data, 0..1), vec![1.0, 2.0]);
+        // Plain memory copies them at once.
+        let mut plain = HostFrames::default();
+        assert!(plain.keep_parts(boxed(&parts)));
+        assert_eq!(plain.as_slice(), &[1.0, -2.0, 3.0, 0.5, -4.0, 5.0]);
+    }
+
+    #[test]
+    fn clearing_forgets_kept_parts_and_maxima() {
+        let mut lent = HostFrames::lent(Box::new(Fixed(vec![7.0; 4])));
+        lent.track_abs_max(1);
+        assert!(lent.keep_parts(boxed(&[vec![1.0, 2.0]])));
+        lent.clear();
+        assert!(lent.push(&[-3.0]));
+        let LentFrames { mem, len, maxima } = lent.take_lent().expect("lent");
+        assert_eq!(&mem.as_slice()[..len], &[-3.0]);
+        assert_eq!(maxima.expect("tracked").abs_max(&[-3.0], 0..1), vec![3.0]);
     }
 }

@@ -12,6 +12,7 @@ pub mod cuda;
 pub mod host_frames;
 pub mod multi;
 pub mod reference;
+pub mod row_max;
 pub mod subsets;
 
 pub use host_frames::{FrameSource, HostFrames, LentMemory};
@@ -301,6 +302,7 @@ pub trait LoadedModel: Send {
         targets: FrameTargets<'_>,
         acc: &mut ModelAccumulators,
     ) -> Result<Option<f64>> {
+        frames.gather();
         let r = self.accumulate_deferred(FrameBatch::new(frames.as_slice(), dim), targets, acc);
         frames.clear();
         r
@@ -342,6 +344,7 @@ pub trait LoadedModel: Send {
         targets: FrameTargets<'_>,
         shape: &ModelAccumulators,
     ) -> Result<Option<ModelAccumulators>> {
+        frames.gather();
         let r = self.accumulate_apart(FrameBatch::new(frames.as_slice(), dim), targets, shape);
         frames.clear();
         r

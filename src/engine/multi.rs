@@ -19,8 +19,10 @@
 //!
 //! The devices must be alike (one engine kind, one device model): the CUDA
 //! engine's work split, and so its rounding, depends on the device's
-//! multiprocessor count. The host sends the batches in turn from the
-//! caller's thread; the devices compute concurrently.
+//! multiprocessor count. Batches go out in rounds of one a device, each
+//! sent by a thread of its own (which also copies the batch's frames into
+//! the device's page-locked memory: [`HostFrames::keep_parts`]); the
+//! devices compute concurrently.
 
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -161,6 +163,7 @@ impl Engine for MultiEngine {
             parts,
             min_part_rows: self.min_part_rows,
             next: 0,
+            held: Vec::new(),
             flight: VecDeque::new(),
             like: 0.0,
         }))
@@ -174,12 +177,73 @@ struct Flight {
     stats: Option<ModelAccumulators>,
 }
 
+/// A batch waiting for the rest of its round: its frames (parts of it not
+/// copied yet, see [`HostFrames::keep_parts`]) and its targets.
+struct Held {
+    frames: HostFrames,
+    dim: usize,
+    targets: OwnedTargets,
+}
+
+/// [`FrameTargets`] with their own copy of the data.
+enum OwnedTargets {
+    Global,
+    Aligned(Vec<u32>),
+    Weighted {
+        offsets: Vec<usize>,
+        pairs: Vec<(u32, f32)>,
+    },
+    Selected {
+        offsets: Vec<usize>,
+        components: Vec<u32>,
+        weights: Option<Vec<f32>>,
+    },
+}
+
+impl OwnedTargets {
+    fn of(t: &FrameTargets<'_>) -> Self {
+        match *t {
+            FrameTargets::Global => OwnedTargets::Global,
+            FrameTargets::Aligned(s) => OwnedTargets::Aligned(s.to_vec()),
+            FrameTargets::Weighted { offsets, pairs } => OwnedTargets::Weighted {
+                offsets: offsets.to_vec(),
+                pairs: pairs.to_vec(),
+            },
+            FrameTargets::Selected(sel) => OwnedTargets::Selected {
+                offsets: sel.offsets.to_vec(),
+                components: sel.components.to_vec(),
+                weights: sel.weights.map(<[f32]>::to_vec),
+            },
+        }
+    }
+
+    fn as_targets(&self) -> FrameTargets<'_> {
+        match self {
+            OwnedTargets::Global => FrameTargets::Global,
+            OwnedTargets::Aligned(s) => FrameTargets::Aligned(s),
+            OwnedTargets::Weighted { offsets, pairs } => FrameTargets::Weighted { offsets, pairs },
+            OwnedTargets::Selected {
+                offsets,
+                components,
+                weights,
+            } => FrameTargets::Selected(Selection {
+                offsets,
+                components,
+                weights: weights.as_deref(),
+            }),
+        }
+    }
+}
+
 /// A model on every device of a [`MultiEngine`].
 pub struct MultiModel<'e> {
     parts: Vec<Box<dyn LoadedModel + 'e>>,
     min_part_rows: usize,
     /// The device of the next batch.
     next: usize,
+    /// Batches of the round being filled (one a device, from the device
+    /// `next - held.len()` on), sent together when it is full.
+    held: Vec<Held>,
     /// Batches in flight, oldest first.
     flight: VecDeque<Flight>,
     /// Σ weight × log-likelihood of the batches added since the last settle.
@@ -288,19 +352,56 @@ fn piece_targets<'a: 'b, 'b>(
 }
 
 impl MultiModel<'_> {
-    /// Hands a batch to the next device with `send`, then adds the oldest
-    /// batches into `acc` until each device has at most [`DEPTH`] in flight.
-    fn send(
-        &mut self,
-        acc: &mut ModelAccumulators,
-        send: impl FnOnce(&mut dyn LoadedModel, &ModelAccumulators) -> Result<Option<ModelAccumulators>>,
-    ) -> Result<()> {
-        let part = self.next;
-        let stats = send(self.parts[part].as_mut(), acc)?;
-        self.flight.push_back(Flight { part, stats });
-        self.next = (part + 1) % self.parts.len();
-        while self.flight.len() > DEPTH * self.parts.len() {
+    /// Holds a batch for the next device; a full round (a batch for every
+    /// device) is sent at once.
+    fn hold(&mut self, batch: Held, acc: &mut ModelAccumulators) -> Result<()> {
+        self.held.push(batch);
+        self.next = (self.next + 1) % self.parts.len();
+        if self.held.len() == self.parts.len() {
+            self.send_held(acc)?;
+        }
+        Ok(())
+    }
+
+    /// Sends the batches held, a thread a device: each thread copies its
+    /// batch's kept parts into the device's page-locked memory and sends it
+    /// (one thread had done both for every device in turn, and the devices
+    /// waited on it). First adds the oldest batches into `acc` until each
+    /// device has room for one more in flight.
+    fn send_held(&mut self, acc: &mut ModelAccumulators) -> Result<()> {
+        if self.held.is_empty() {
+            return Ok(());
+        }
+        let n = self.parts.len();
+        while self.flight.len() > (DEPTH - 1) * n {
             self.receive(acc)?;
+        }
+        let held = std::mem::take(&mut self.held);
+        let first = (self.next + n - held.len()) % n;
+        let shape = &*acc;
+        let send = |p: &mut Box<dyn LoadedModel + '_>, mut h: Held| {
+            p.accumulate_frames_apart(&mut h.frames, h.dim, h.targets.as_targets(), shape)
+        };
+        let stats = if let [_] = held[..] {
+            let h = held
+                .into_iter()
+                .next()
+                .map(|h| send(&mut self.parts[first], h));
+            h.into_iter().collect()
+        } else {
+            let mut devices: Vec<_> = self.parts.iter_mut().collect();
+            devices.rotate_left(first);
+            let jobs = devices
+                .into_iter()
+                .zip(held)
+                .map(|(p, h)| move || send(p, h));
+            on_threads(jobs)
+        };
+        for (i, stats) in stats.into_iter().enumerate() {
+            self.flight.push_back(Flight {
+                part: (first + i) % n,
+                stats: stats?,
+            });
         }
         Ok(())
     }
@@ -337,6 +438,8 @@ impl MultiModel<'_> {
         targets: FrameTargets<'_>,
         acc: &mut ModelAccumulators,
     ) -> Result<()> {
+        // Batches held go first: they came first.
+        self.send_held(acc)?;
         let n = self.parts.len();
         let pieces: Vec<Range<usize>> = (0..feats.frames)
             .step_by(PIECE_FRAMES)
@@ -452,7 +555,7 @@ impl LoadedModel for MultiModel<'_> {
         targets: FrameTargets<'_>,
         acc: &mut ModelAccumulators,
     ) -> Result<f64> {
-        if !self.flight.is_empty() {
+        if !self.flight.is_empty() || !self.held.is_empty() {
             return Err(Error::Engine(
                 "deferred statistics must be settled before another accumulate".into(),
             ));
@@ -490,13 +593,17 @@ impl LoadedModel for MultiModel<'_> {
         }
         let room = frames.capacity();
         if frames.len() > PIECE_FRAMES * dim {
+            frames.gather();
             let r = self.send_pieces(FrameBatch::new(frames.as_slice(), dim), targets, acc);
             frames.clear();
             r?;
         } else {
-            self.send(acc, |p, shape| {
-                p.accumulate_frames_apart(frames, dim, targets, shape)
-            })?;
+            let batch = Held {
+                frames: std::mem::take(frames),
+                dim,
+                targets: OwnedTargets::of(&targets),
+            };
+            self.hold(batch, acc)?;
         }
         // The batch's memory went with it: the next batch's comes from the
         // device it goes to.
@@ -507,6 +614,7 @@ impl LoadedModel for MultiModel<'_> {
     }
 
     fn settle(&mut self, acc: &mut ModelAccumulators) -> Result<f64> {
+        self.send_held(acc)?;
         while !self.flight.is_empty() {
             self.receive(acc)?;
         }

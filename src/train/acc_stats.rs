@@ -125,8 +125,10 @@ enum Mode {
 /// Utterances queued for one engine call: their frames back to back (in
 /// memory the engine lent, so each frame is copied once on the host) and
 /// their targets in one of the engine's forms. Utterances handed over as
-/// owned vectors wait in `parts` and are copied in together, in parallel,
-/// when the batch is sent (or before a borrowed one, to keep the order).
+/// owned vectors or parts of a mapped archive wait in `parts`; `feats`
+/// takes them when the batch is sent (or before a borrowed one, to keep the
+/// order) and copies them in together, in parallel, by the time the engine
+/// reads them (see [`HostFrames::keep_parts`]).
 #[derive(Default)]
 struct Batch {
     mode: Option<Mode>,
@@ -195,7 +197,8 @@ impl Batch {
             UttFeats::Owned(v) => Part::Owned(v),
             UttFeats::Shared(m) => Part::Shared(m),
             UttFeats::Borrowed(f) => {
-                self.gather()?;
+                // Copied now, after the room of the parts queued before it.
+                self.keep()?;
                 if !self.feats.push(f) {
                     return Err(no_room());
                 }
@@ -208,13 +211,19 @@ impl Batch {
         Ok(())
     }
 
-    /// Copy the owned utterances waiting in `parts` into `feats`.
-    fn gather(&mut self) -> Result<()> {
+    /// Hand the utterances waiting in `parts` to `feats`, which takes
+    /// their room now and copies them when the batch is sent (lent memory:
+    /// on the thread that sends it, for several devices at once) or now.
+    fn keep(&mut self) -> Result<()> {
         if !self.parts.is_empty() {
-            if !self.feats.push_parts(&self.parts) {
+            let parts = self
+                .parts
+                .drain(..)
+                .map(|p| Box::new(p) as Box<dyn FrameSource + Send>)
+                .collect();
+            if !self.feats.keep_parts(parts) {
                 return Err(no_room());
             }
-            self.parts.clear();
         }
         Ok(())
     }
@@ -232,7 +241,7 @@ impl Batch {
         let Some(mode) = self.mode else {
             return Ok(0.0);
         };
-        self.gather()?;
+        self.keep()?;
         let like = if self.frames == 0 {
             0.0
         } else {
@@ -249,9 +258,10 @@ impl Batch {
                     weights: Some(&self.weights),
                 }),
             };
-            loaded
-                .accumulate_frames(&mut self.feats, dim, targets, accs)?
-                .unwrap_or(0.0)
+            crate::timeline::tally("send", || {
+                loaded.accumulate_frames(&mut self.feats, dim, targets, accs)
+            })?
+            .unwrap_or(0.0)
         };
         self.mode = None;
         self.feats.clear();

@@ -14,7 +14,6 @@
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, DeviceRepr, LaunchConfig, PushKernelArg};
-use rayon::prelude::*;
 
 use super::{driver_err, CudaEngine, Kernels};
 use crate::model::AcousticModel;
@@ -97,48 +96,6 @@ pub fn scales(xmax: &[f32], wmax: &[f32]) -> Option<Vec<i32>> {
         e.push(ek as i32);
     }
     Some(e)
-}
-
-/// Rows per block of the parallel max (and copy) below.
-const MAX_BLOCK_ROWS: usize = 4096;
-
-/// Largest |x_d| over the rows of one block, serially (NaN counts as infinite).
-fn block_abs_max(data: &[f32], dim: usize) -> Vec<f32> {
-    let mut m = vec![0f32; dim];
-    for row in data.chunks_exact(dim) {
-        for (a, &x) in m.iter_mut().zip(row) {
-            *a = a.max(if x.is_nan() { f32::INFINITY } else { x.abs() });
-        }
-    }
-    m
-}
-
-/// The elementwise max of two blocks' maxima.
-fn max_merge(a: Vec<f32>, b: Vec<f32>) -> Vec<f32> {
-    a.iter().zip(&b).map(|(x, y)| x.max(*y)).collect()
-}
-
-/// Largest |x_d| of each dimension over the rows of `data` (NaN counts as
-/// infinite, so the chunk is refused by [`scales`]).
-pub fn abs_max(data: &[f32], dim: usize) -> Vec<f32> {
-    data.par_chunks(MAX_BLOCK_ROWS * dim.max(1))
-        .map(|c| block_abs_max(c, dim))
-        .reduce(|| vec![0f32; dim], max_merge)
-}
-
-/// [`abs_max`] of `src` while copying it into `dst` (the pinned buffer of a
-/// streamed chunk): each block's max is taken right after its copy, while it
-/// is still in the cache.
-pub fn copy_abs_max(src: &[f32], dst: &mut [f32], dim: usize) -> Vec<f32> {
-    let rows = MAX_BLOCK_ROWS * dim.max(1);
-    dst[..src.len()]
-        .par_chunks_mut(rows)
-        .zip(src.par_chunks(rows))
-        .map(|(o, i)| {
-            o.copy_from_slice(i);
-            block_abs_max(i, dim)
-        })
-        .reduce(|| vec![0f32; dim], max_merge)
 }
 
 /// Per-row multipliers passed to the kernels by value (the kernels' `Scales`),
@@ -288,7 +245,7 @@ impl Estep16 {
             .max((4 * eng.multiprocessors()).div_ceil(ctas_x));
         let rf = n.div_ceil(want).div_ceil(SF) * SF;
         let ranges = n.div_ceil(rf);
-        self.ensure_bufs(s, npad, ranges * mpad * kz)?;
+        crate::timeline::tally("e16_bufs", || self.ensure_bufs(s, npad, ranges * mpad * kz))?;
         // Exact powers of two (|e| <= 100 keeps them normal floats).
         let pow = |x: i32| 2f64.powi(x) as f32;
         let mut zmul = Scales([0.0; 104]);
@@ -421,27 +378,6 @@ mod tests {
         let e = scales(&[0.0, 1024.0], &[4.0, 0.0, 1.0, 0.0]).unwrap();
         assert_eq!(e[0], 2); // w' = 4 · 2^-2 = 1
         assert_eq!(e[1], -10); // z' = 1024 · 2^-10 = 1
-    }
-
-    #[test]
-    fn abs_max_takes_every_row_and_nan_as_infinite() {
-        let data: Vec<f32> = (0..3 * 10_000)
-            .map(|i| ((i % 3) as f32 - 1.0) * (i as f32))
-            .collect();
-        let m = abs_max(&data, 3);
-        let want: Vec<f32> = (0..3)
-            .map(|c| {
-                data.iter()
-                    .skip(c)
-                    .step_by(3)
-                    .fold(0f32, |a, &x| a.max(x.abs()))
-            })
-            .collect();
-        assert_eq!(m, want);
-        let mut dst = vec![0f32; data.len() + 5];
-        assert_eq!(copy_abs_max(&data, &mut dst, 3), want);
-        assert_eq!(&dst[..data.len()], &data[..]);
-        assert_eq!(abs_max(&[1.0, f32::NAN], 2), vec![1.0, f32::INFINITY]);
     }
 
     #[test]

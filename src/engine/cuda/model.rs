@@ -40,6 +40,8 @@ use super::operands::to_fragments;
 use super::pinned::PinnedBuf;
 use super::plan::{self, PlanShape};
 use super::{driver_err, CudaEngine, Kernels};
+use crate::engine::host_frames::LentFrames;
+use crate::engine::row_max::{self, RowMaxima};
 use crate::engine::{FrameBatch, FrameTargets, HostFrames, LoadedModel, StateSubsets};
 use crate::layout::StateBlockLayout;
 use crate::model::{AcousticModel, CovKind};
@@ -120,12 +122,13 @@ struct Stream {
 const LENT_IN_FLIGHT: usize = 2;
 
 /// Where the frames of a statistics call are.
-#[derive(Clone, Copy, PartialEq)]
-enum Source {
+#[derive(Clone, Copy)]
+enum Source<'a> {
     /// Ordinary memory: staged through the model's page-locked halves.
     Plain,
-    /// Page-locked memory this model lent: copied from where it is.
-    Lent,
+    /// Page-locked memory this model lent: copied from where it is; with
+    /// the largest |x_d| of each part copied into it, where they were noted.
+    Lent(Option<&'a RowMaxima>),
 }
 
 /// A model on the GPU.
@@ -488,7 +491,7 @@ impl<'e> CudaModel<'e> {
         c0: usize,
         c1: usize,
         b: usize,
-        src: Source,
+        src: Source<'_>,
         want_max: bool,
     ) -> Result<Option<Vec<f32>>> {
         let d = feats.dim;
@@ -500,9 +503,14 @@ impl<'e> CudaModel<'e> {
         let rows = &feats.data[c0 * d..c1 * d];
         let mut dst = st.dev[b].slice_mut(0..rows.len());
         let e = driver_err("copying features");
-        if src == Source::Lent {
+        if let Source::Lent(maxima) = src {
             eng.copy_stream.memcpy_htod(rows, &mut dst).map_err(&e)?;
-            return Ok(want_max.then(|| estep16::abs_max(rows, d)));
+            return Ok(want_max.then(|| {
+                crate::timeline::tally("abs_max", || match maxima {
+                    Some(m) if m.dim() == d => m.abs_max(feats.data, c0..c1),
+                    _ => row_max::abs_max(rows, d),
+                })
+            }));
         }
         if st.pinned.is_none() {
             let n = st.frames * d;
@@ -516,7 +524,7 @@ impl<'e> CudaModel<'e> {
         };
         let host = &mut half.writable()?[..rows.len()];
         let xmax = if want_max {
-            Some(estep16::copy_abs_max(rows, host, d))
+            Some(row_max::copy_abs_max(rows, host, d))
         } else {
             host.copy_from_slice(rows);
             None
@@ -528,6 +536,12 @@ impl<'e> CudaModel<'e> {
         half.copies_enqueued(&eng.copy_stream)?;
         copy.map_err(&e)?;
         Ok(xmax)
+    }
+
+    /// Whether statistics of this model may take a tensor-core E-step, which
+    /// scales each chunk by its largest |x_d| (one GMM that has one).
+    fn may_scale_chunks(&self) -> bool {
+        self.e16_wanted(&FrameTargets::Global) || self.efull_wanted(&FrameTargets::Global)
     }
 
     /// Whether statistics for `targets` can take the FP16 E-step
@@ -1143,7 +1157,7 @@ impl<'e> CudaModel<'e> {
             for c0 in (0..feats.frames).step_by(CHUNK_FRAMES) {
                 let c1 = (c0 + CHUNK_FRAMES).min(feats.frames);
                 let xmax = (self.e16_wanted(&targets) || self.efull_wanted(&targets))
-                    .then(|| estep16::abs_max(&feats.data[c0 * d..c1 * d], d));
+                    .then(|| row_max::abs_max(&feats.data[c0 * d..c1 * d], d));
                 weight += self
                     .stats_chunk(
                         &dev.slice(c0 * d..c1 * d),
@@ -1487,8 +1501,12 @@ impl LoadedModel for CudaModel<'_> {
                 b
             }
         };
-        buf.wait()?;
-        Ok(HostFrames::lent(Box::new(buf)))
+        crate::timeline::tally("buffer_wait", || buf.wait())?;
+        let mut frames = HostFrames::lent(Box::new(buf));
+        if self.may_scale_chunks() {
+            frames.track_abs_max(self.model.dim);
+        }
+        Ok(frames)
     }
 
     fn accumulate_frames(
@@ -1553,7 +1571,7 @@ impl CudaModel<'_> {
         &mut self,
         frames: &mut HostFrames,
         dim: usize,
-        send: impl FnOnce(&mut Self, FrameBatch<'_>, Source) -> Result<R>,
+        send: impl FnOnce(&mut Self, FrameBatch<'_>, Source<'_>) -> Result<R>,
     ) -> Result<R> {
         let len = frames.len();
         if dim == 0 || len % dim != 0 {
@@ -1561,7 +1579,7 @@ impl CudaModel<'_> {
                 "statistics: {len} floats are not whole frames of dimension {dim}"
             )));
         }
-        let Some((mem, len)) = frames.take_lent() else {
+        let Some(LentFrames { mem, len, maxima }) = frames.take_lent() else {
             let r = send(self, FrameBatch::new(frames.as_slice(), dim), Source::Plain);
             frames.clear();
             return r;
@@ -1578,7 +1596,11 @@ impl CudaModel<'_> {
                 buf.len()
             ))
         })?;
-        let r = send(self, FrameBatch::new(data, dim), Source::Lent);
+        let r = send(
+            self,
+            FrameBatch::new(data, dim),
+            Source::Lent(maxima.as_ref()),
+        );
         // Whatever was enqueued before an error is waited for as well.
         let mark = buf.copies_enqueued(&self.eng.copy_stream);
         self.lent.push_back(buf);
@@ -1592,7 +1614,7 @@ impl CudaModel<'_> {
         feats: FrameBatch<'_>,
         targets: FrameTargets<'_>,
         acc: &mut ModelAccumulators,
-        src: Source,
+        src: Source<'_>,
     ) -> Result<Option<f64>> {
         check_dim("statistics", feats.dim, self.model.dim)?;
         self.check_acc(acc)?;
@@ -1617,7 +1639,7 @@ impl CudaModel<'_> {
         &mut self,
         feats: &FrameBatch<'_>,
         targets: &FrameTargets<'_>,
-        src: Source,
+        src: Source<'_>,
         pend: &mut Pending,
     ) -> Result<()> {
         self.ensure_states()?;
@@ -1642,12 +1664,15 @@ impl CudaModel<'_> {
                 }
                 _ => 0,
             };
-        let nf = self.chunk_frames(feats.frames, per_frame)?;
-        self.ensure_streaming(nf)?;
+        let nf = crate::timeline::tally("chunk_frames", || {
+            self.chunk_frames(feats.frames, per_frame)
+        })?;
+        crate::timeline::tally("ensure_streaming", || self.ensure_streaming(nf))?;
         for (ci, c0) in (0..feats.frames).step_by(nf).enumerate() {
             let c1 = (c0 + nf).min(feats.frames);
             let b = ci % 2;
-            let xmax = self.stage(feats, c0, c1, b, src, want_max)?;
+            let xmax =
+                crate::timeline::tally("stage", || self.stage(feats, c0, c1, b, src, want_max))?;
             // The kernels of this chunk wait for its copy here, before their
             // timing event, so the kernel time excludes the copy (which
             // overlaps the previous chunk's kernels).
@@ -1659,15 +1684,17 @@ impl CudaModel<'_> {
                 .streaming
                 .take()
                 .ok_or_else(|| Error::Engine("streaming buffers missing".into()))?;
-            let r = self.stats_chunk(
-                &st.dev[b].slice(0..(c1 - c0) * d),
-                targets,
-                c0,
-                c1,
-                xmax.as_deref(),
-                &mut pend.acc64,
-                &mut pend.total,
-            );
+            let r = crate::timeline::tally("stats_chunk", || {
+                self.stats_chunk(
+                    &st.dev[b].slice(0..(c1 - c0) * d),
+                    targets,
+                    c0,
+                    c1,
+                    xmax.as_deref(),
+                    &mut pend.acc64,
+                    &mut pend.total,
+                )
+            });
             self.streaming = Some(st);
             let (w, ev) = r?;
             pend.weight += w;

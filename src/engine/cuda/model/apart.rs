@@ -50,7 +50,7 @@ impl CudaModel<'_> {
         feats: &FrameBatch<'_>,
         targets: &FrameTargets<'_>,
         shape: &ModelAccumulators,
-        src: Source,
+        src: Source<'_>,
     ) -> Result<()> {
         super::check_dim("statistics", feats.dim, self.model.dim)?;
         self.check_acc(shape)?;
