@@ -406,8 +406,9 @@ impl MultiModel<'_> {
         Ok(())
     }
 
-    /// Adds the oldest batch in flight into `acc`.
+    /// Adds the oldest batch in flight into `acc` (waiting for its device).
     fn receive(&mut self, acc: &mut ModelAccumulators) -> Result<()> {
+        let _t = crate::timeline::Tally::start("receive");
         let Some(f) = self.flight.pop_front() else {
             return Ok(());
         };

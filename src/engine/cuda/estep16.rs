@@ -245,7 +245,7 @@ impl Estep16 {
             .max((4 * eng.multiprocessors()).div_ceil(ctas_x));
         let rf = n.div_ceil(want).div_ceil(SF) * SF;
         let ranges = n.div_ceil(rf);
-        crate::timeline::tally("e16_bufs", || self.ensure_bufs(s, npad, ranges * mpad * kz))?;
+        self.ensure_bufs(s, npad, ranges * mpad * kz)?;
         // Exact powers of two (|e| <= 100 keeps them normal floats).
         let pow = |x: i32| 2f64.powi(x) as f32;
         let mut zmul = Scales([0.0; 104]);

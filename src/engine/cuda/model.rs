@@ -1664,10 +1664,8 @@ impl CudaModel<'_> {
                 }
                 _ => 0,
             };
-        let nf = crate::timeline::tally("chunk_frames", || {
-            self.chunk_frames(feats.frames, per_frame)
-        })?;
-        crate::timeline::tally("ensure_streaming", || self.ensure_streaming(nf))?;
+        let nf = self.chunk_frames(feats.frames, per_frame)?;
+        self.ensure_streaming(nf)?;
         for (ci, c0) in (0..feats.frames).step_by(nf).enumerate() {
             let c1 = (c0 + nf).min(feats.frames);
             let b = ci % 2;

@@ -47,6 +47,7 @@ impl PinnedPool {
                 return Ok(pool.swap_remove(i));
             }
         }
+        let _t = crate::timeline::Tally::start("pinned_alloc");
         // SAFETY: f32 has no invalid bit patterns; users write before they
         // read (a batch's frames, a streamed chunk).
         unsafe { self.ctx.alloc_pinned::<f32>(len.max(1)) }
@@ -57,8 +58,11 @@ impl PinnedPool {
         if let Ok(mut pool) = self.bufs.lock() {
             if pool.len() < MAX_POOLED {
                 pool.push(buf);
+                return;
             }
         }
+        let _t = crate::timeline::Tally::start("pinned_free");
+        drop(buf);
     }
 }
 
