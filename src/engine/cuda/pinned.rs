@@ -20,8 +20,12 @@ use crate::engine::LentMemory;
 use crate::Result;
 
 /// Buffers kept at most: two streaming halves and three batch buffers of
-/// one model, with room to spare.
-const MAX_POOLED: usize = 8;
+/// one model, and a job's growing batches before them (16k to 128k frames,
+/// two of each size at most). When it is full, the buffer given back
+/// longest ago goes (a buffer just given back is the likeliest asked for
+/// again: a job's growing batches, then its full-size ones, whose buffers
+/// the next model of the same shape asks for in the same order).
+const MAX_POOLED: usize = 12;
 
 pub(crate) struct PinnedPool {
     ctx: Arc<CudaContext>,
@@ -36,15 +40,15 @@ impl PinnedPool {
         }
     }
 
-    /// A buffer of `len` to `2 len` floats: a pooled one, or a new one. Its
-    /// contents are whatever was there.
+    /// A buffer of `len` to `2 len` floats: a pooled one (the latest given
+    /// back that fits), or a new one. Its contents are whatever was there.
     fn take(&self, len: usize) -> Result<PinnedHostSlice<f32>> {
         if let Ok(mut pool) = self.bufs.lock() {
             if let Some(i) = pool
                 .iter()
-                .position(|b| b.len() >= len && b.len() <= 2 * len)
+                .rposition(|b| b.len() >= len && b.len() <= 2 * len)
             {
-                return Ok(pool.swap_remove(i));
+                return Ok(pool.remove(i));
             }
         }
         let _t = crate::timeline::Tally::start("pinned_alloc");
@@ -55,14 +59,17 @@ impl PinnedPool {
     }
 
     fn give(&self, buf: PinnedHostSlice<f32>) {
-        if let Ok(mut pool) = self.bufs.lock() {
-            if pool.len() < MAX_POOLED {
+        let oldest = match self.bufs.lock() {
+            Ok(mut pool) => {
                 pool.push(buf);
-                return;
+                (pool.len() > MAX_POOLED).then(|| pool.remove(0))
             }
+            Err(_) => Some(buf),
+        };
+        if let Some(b) = oldest {
+            let _t = crate::timeline::Tally::start("pinned_free");
+            drop(b);
         }
-        let _t = crate::timeline::Tally::start("pinned_free");
-        drop(buf);
     }
 }
 
