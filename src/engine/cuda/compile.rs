@@ -713,7 +713,9 @@ mod tests {
                         // Room for the warps' accumulators and z tiles.
                         let floats = s.smem_stats() / 4;
                         assert!(floats >= s.sw * 32 * s.kz() && floats >= s.sw * 32 * 2 * d);
-                        assert!(s.smem_stats() <= 48 * 1024, "{s:?}");
+                        // 49,664 B at D = 48: shared memory is no limit
+                        // on the two or three CTAs an SM the registers allow.
+                        assert!(4 * (s.smem_stats() + 1024) <= 228 * 1024, "{s:?}");
                     } else {
                         assert_eq!(s.threads_stats(), s.threads());
                     }
