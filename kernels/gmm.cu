@@ -13,6 +13,11 @@
 //         full-covariance z are walked in NCH = ceil(KZ/KCH) chunks)
 //   KW    rows of W per stage of the cp.async pipeline (staged kernels)
 //   WRES  1: accum_stats keeps its Gaussian block's W in shared memory
+//   LSTATS 1: accum_stats is the lane kernel (one warp a stream of entries,
+//         lane g = Gaussian g; diagonal, GB == 32, short z), 0: the tiled one
+//   SW    warps per CTA of the lane kernel (32*SW threads)
+//   LQ    frames per step of the lane kernel (independent chains: 4, or 2
+//         where 4 would spill); LMR its register cap (0: none)
 //   TCW, KS, KC  tensor-core scoring (see below; KC > 0: the K-chunked kernel)
 //   and, when FULL, the array PAIRS[p] = (i << 8) | j of packed index p (i >= j).
 //
@@ -468,6 +473,226 @@ __device__ __forceinline__ double tile_wll(const float* ll, const float* __restr
     return sum;
 }
 
+#if LSTATS
+// ---------------------------------------------------------------------------
+// Pass 2 for small GMMs, "one warp = one stream of entries, lane g =
+// Gaussian g" (LSTATS = 1: diagonal models whose states all fit in one block
+// of GB = 32 Gaussians, z short enough to live in registers; the host
+// decides, engine/cuda/compile.rs KernelShape::sw). The same items, outputs
+// and arithmetic as the tiled kernel below: per item (state, first entry,
+// count, Gaussian block) the statistics Σγz of its 32 Gaussians into
+// partial[item][GB][KZ] and, in one pass (entry_ll == nullptr), Σ weight·L
+// into item_wll[item].
+//
+// Why this layout: with 32 Gaussians a 256-thread CTA tiling frames ×
+// Gaussians spends its issue slots on shared-memory traffic (z held twice,
+// the posteriors through shared memory, a block-wide log-sum-exp). Here lane
+// g keeps its Gaussian's weight row w[KZ] and its accumulators acc[KZ] in
+// registers for the whole item, so a frame costs one fmaf per (Gaussian, k)
+// for the score and one for the statistics, z is read as float4 broadcasts
+// (every lane the same address), the log-sum-exp over the Gaussians is a
+// butterfly of shuffles, and γ never leaves its lane.
+//
+// A CTA of SW warps takes one item; warp w takes its entries in tiles of 32
+// (tiles w, w + SW, …), loads their rows z_f = [x, x²] into its own tile
+// (row stride ZR, float4 aligned) and walks them LQ frames at a time (LQ
+// independent chains for the scores, log-sum-exps and statistics). At the
+// end the warps' accumulators are added in warp order through shared memory
+// (the tiles reused) and written to the item's slot coalesced.
+//
+// Arithmetic, matching the tiled kernels bit for bit where it matters: the
+// score s = Σ_{k<KZ-1} z_k·w_k is one fmaf chain from 0 in ascending k, then
+// + w[KZ-1] (dot_tile's and entry_loglike's order, so a two-pass L fits these
+// scores: a one-Gaussian state gets γ = weight exactly); the statistics of
+// each (Gaussian, k) are one fmaf chain over the warp's frames in order.
+// Every sum runs in a fixed order; no atomics.
+//
+// Dynamic shared memory: SW*32*LSM floats (LSM = max(ZR, KZ): the tiles,
+// then the warps' accumulators); static: SW doubles.
+#if GB != 32 || FULL
+#error "the lane statistics kernel is written for diagonal 32-Gaussian blocks"
+#endif
+#define ZR ((2 * D + 3) / 4 * 4) // row stride of a warp's z tile: x, x², padding
+#define LSM (ZR > KZ ? ZR : KZ)  // floats of shared memory per thread
+#define FULL_MASK 0xffffffffu
+// With more than 4 warps a CTA, registers capped (LMR, from the host) so two
+// CTAs fit an SM; __maxnreg__ needs NVRTC 12.4.
+#if LMR && (__CUDACC_VER_MAJOR__ > 12 || (__CUDACC_VER_MAJOR__ == 12 && __CUDACC_VER_MINOR__ >= 4))
+#define LANE_BOUNDS __maxnreg__(LMR)
+#else
+#define LANE_BOUNDS __launch_bounds__(32 * SW)
+#endif
+
+// This warp's tile: row f = z_f[0..2D) = [x, x²] of entry e0 + f, zeros for
+// f >= n. Lane l reads entry e0 + l's frame; the rows are read as
+// consecutive floats (coalesced where the entries' frames are consecutive).
+__device__ __forceinline__ void lane_load_tile(float* zt, const float* __restrict__ feats,
+                                               const unsigned* __restrict__ frame_of, int e0, int n,
+                                               int lane) {
+    unsigned t = 0;
+    if (lane < n) t = frame_of ? frame_of[e0 + lane] : (unsigned)(e0 + lane);
+#pragma unroll 4
+    for (int el = lane; el < 32 * D; el += 32) {
+        const int f = el / D, d = el - f * D;
+        const unsigned tf = __shfl_sync(FULL_MASK, t, f);
+        const float x = f < n ? feats[(u64)tf * D + d] : 0.0f;
+        zt[f * ZR + d] = x;
+        zt[f * ZR + D + d] = x * x;
+    }
+    __syncwarp();
+}
+
+// Component j (0..3) of a float4 (j a compile-time constant once unrolled).
+__device__ __forceinline__ float f4(const float4& v, int j) {
+    return j == 0 ? v.x : j == 1 ? v.y : j == 2 ? v.z : v.w;
+}
+
+// s[q] = z_{f0+q} · w: one fmaf chain from 0 over k < KZ-1 ascending, then
+// + w[KZ-1] (z_{KZ-1} = 1), as dot_tile sums.
+__device__ __forceinline__ void lane_scores(const float* zt, int f0, const float (&w)[KZ],
+                                            float (&s)[LQ]) {
+#pragma unroll
+    for (int q = 0; q < LQ; ++q) s[q] = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 2 * D; k += 4) {
+#pragma unroll
+        for (int q = 0; q < LQ; ++q) {
+            const float4 z = *reinterpret_cast<const float4*>(zt + (f0 + q) * ZR + k);
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                if (k + j < 2 * D) s[q] = fmaf(f4(z, j), w[k + j < KZ ? k + j : 0], s[q]);
+        }
+    }
+#pragma unroll
+    for (int q = 0; q < LQ; ++q) s[q] += w[KZ - 1];
+}
+
+// L[q] = log Σ_g exp(v[q]) over the warp's lanes (v = −∞ on masked lanes):
+// max, then Σ exp(v − max), each a butterfly, so every lane gets the same
+// bits. The max is kept above NEG_BIG (no −∞ − −∞).
+__device__ __forceinline__ void warp_lse(const float (&v)[LQ], float (&L)[LQ]) {
+    float m[LQ], e[LQ];
+#pragma unroll
+    for (int q = 0; q < LQ; ++q) m[q] = v[q];
+#pragma unroll
+    for (int off = 16; off >= 1; off >>= 1)
+#pragma unroll
+        for (int q = 0; q < LQ; ++q) m[q] = fmaxf(m[q], __shfl_xor_sync(FULL_MASK, m[q], off));
+#pragma unroll
+    for (int q = 0; q < LQ; ++q) {
+        m[q] = fmaxf(m[q], NEG_BIG);
+        e[q] = __expf(v[q] - m[q]);
+    }
+#pragma unroll
+    for (int off = 16; off >= 1; off >>= 1)
+#pragma unroll
+        for (int q = 0; q < LQ; ++q) e[q] += __shfl_xor_sync(FULL_MASK, e[q], off);
+#pragma unroll
+    for (int q = 0; q < LQ; ++q) L[q] = m[q] + logf(e[q]);
+}
+
+// acc[k] += γ[q]·z_{f0+q}[k] for every k, frames in order; acc[KZ-1] += γ[q].
+__device__ __forceinline__ void lane_accumulate(const float* zt, int f0, const float (&gam)[LQ],
+                                                float (&acc)[KZ]) {
+#pragma unroll
+    for (int k = 0; k < 2 * D; k += 4) {
+#pragma unroll
+        for (int q = 0; q < LQ; ++q) {
+            const float4 z = *reinterpret_cast<const float4*>(zt + (f0 + q) * ZR + k);
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                if (k + j < 2 * D) {
+                    float& a = acc[k + j < KZ ? k + j : 0];
+                    a = fmaf(gam[q], f4(z, j), a);
+                }
+        }
+    }
+#pragma unroll
+    for (int q = 0; q < LQ; ++q) acc[KZ - 1] += gam[q];
+}
+
+// Items: (state, first entry, count, Gaussian block); grid: items; block:
+// 32*SW threads. Dynamic shared memory: SW*32*LSM floats.
+extern "C" __global__ void LANE_BOUNDS accum_stats(
+    const float* __restrict__ feats, const unsigned* __restrict__ frame_of,
+    const float* __restrict__ weight_of, const float* __restrict__ entry_ll,
+    const Item* __restrict__ items, const float* __restrict__ W,
+    const int* __restrict__ state_gblock, const int* __restrict__ state_ng,
+    float* __restrict__ partial, double* __restrict__ item_wll) {
+    extern __shared__ __align__(16) float smem[];
+    __shared__ double warp_wll[SW];
+    const Item it = items[blockIdx.x];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const bool real = it.gblock * GB + lane < state_ng[it.state];
+    float w[KZ], acc[KZ];
+    {
+        const float* Wg = W + (u64)(state_gblock[it.state] + it.gblock) * KZ * GB + lane;
+#pragma unroll
+        for (int k = 0; k < KZ; ++k) {
+            w[k] = Wg[k * GB];
+            acc[k] = 0.0f;
+        }
+    }
+    double wll = 0.0;
+    float* zt = smem + warp * 32 * ZR;
+    for (int sub = warp * 32; sub < it.count; sub += 32 * SW) {
+        const int n = imin(32, it.count - sub), e0 = it.first + sub;
+        // Lane l's entry: its weight and (two passes) its log-likelihood.
+        float wt_l = 0.0f, ll_l = 0.0f;
+        if (lane < n) {
+            wt_l = weight_of ? weight_of[e0 + lane] : 1.0f;
+            if (entry_ll) ll_l = entry_ll[e0 + lane];
+        }
+        __syncwarp();
+        lane_load_tile(zt, feats, frame_of, e0, n, lane);
+        for (int f0 = 0; f0 < n; f0 += LQ) {
+            float s[LQ], L[LQ], gam[LQ], wt[LQ];
+            lane_scores(zt, f0, w, s);
+#pragma unroll
+            for (int q = 0; q < LQ; ++q) {
+                wt[q] = __shfl_sync(FULL_MASK, wt_l, f0 + q);
+                L[q] = __shfl_sync(FULL_MASK, ll_l, f0 + q);
+            }
+            if (!entry_ll) {
+                float v[LQ];
+#pragma unroll
+                for (int q = 0; q < LQ; ++q) v[q] = real ? s[q] : NEG_INF;
+                warp_lse(v, L);
+#pragma unroll
+                for (int q = 0; q < LQ; ++q)
+                    if (f0 + q < n) wll += (double)wt[q] * (double)L[q];
+            }
+#pragma unroll
+            for (int q = 0; q < LQ; ++q) gam[q] = (real && f0 + q < n) ? wt[q] * __expf(s[q] - L[q]) : 0.0f;
+            // Read z again rather than keep the scores' 2D·LQ values live
+            // across the log-sum-exp (the barrier stops the compiler reusing
+            // those loads; without it the kernel spills).
+            __syncwarp();
+            lane_accumulate(zt, f0, gam, acc);
+        }
+    }
+    // The warps' accumulators, added in warp order; red[warp][g*KZ + k]
+    // (KZ is odd: lanes' stores hit distinct banks).
+    __syncthreads();
+    float* red = smem + warp * 32 * KZ + lane * KZ;
+#pragma unroll
+    for (int k = 0; k < KZ; ++k) red[k] = acc[k];
+    if (lane == 0) warp_wll[warp] = wll;
+    __syncthreads();
+    float* p = partial + (u64)blockIdx.x * GB * KZ;
+    for (int el = threadIdx.x; el < 32 * KZ; el += 32 * SW) {
+        float v = smem[el];
+#pragma unroll
+        for (int ww = 1; ww < SW; ++ww) v += smem[ww * 32 * KZ + el];
+        p[el] = v;
+    }
+    if (!entry_ll && threadIdx.x == 0) {
+        double sum = 0.0;
+        for (int ww = 0; ww < SW; ++ww) sum += warp_wll[ww];
+        item_wll[blockIdx.x] = sum;
+    }
+}
+#else
 // Pass 2 (Machlica's γ and ε kernels fused): for up to `count` entries of one
 // state and one block of GB Gaussians, γ = weight·exp(γ̂ − L) in shared memory
 // tile by tile, and the statistics Σγz: in registers when z fits in one chunk
@@ -592,6 +817,8 @@ extern "C" __global__ void __launch_bounds__(NT) accum_stats(
 #endif
     if (!entry_ll && tid == 0) item_wll[blockIdx.x] = wll;
 }
+
+#endif // LSTATS
 
 // Sum the statistics items of each (state, Gaussian block) in item order, in
 // f64, into the model's accumulator acc[gaussian][KZ]. Grid: (groups,

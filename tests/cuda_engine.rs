@@ -227,6 +227,73 @@ proptest! {
     }
 }
 
+/// Small diagonal GMMs: every state within 32 Gaussians, so the statistics
+/// take one pass through the lane kernel (`accum_stats` with LSTATS: one warp
+/// a stream of entries, lane g = Gaussian g) up to D = 48, and through the
+/// tiled kernel at GB = 32 above it.
+fn small_gmm_case() -> impl Strategy<Value = Case> {
+    (
+        1usize..=60,
+        prop::collection::vec(1usize..=32, 1..=40),
+        1usize..=3000,
+        any::<u64>(),
+    )
+        .prop_map(|(dim, counts, frames, seed)| Case {
+            dim,
+            kind: CovKind::Diagonal,
+            counts,
+            frames,
+            seed,
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: gmm_ref::cases(24), max_shrink_iters: 20, ..ProptestConfig::default() })]
+
+    #[test]
+    fn cuda_small_gmm_statistics_match_f64_and_cpu(c in small_gmm_case()) {
+        let Some(e) = engine() else { return Ok(()) };
+        check_accumulate(e, &c).map_err(|m| TestCaseError::fail(format!("{c:?}: {m}")))?;
+        check_against_cpu(e, &c).map_err(|m| TestCaseError::fail(format!("{c:?}: {m}")))?;
+    }
+}
+
+/// The lane statistics kernel's edges: one frame; item counts that are not
+/// multiples of its 32-entry tiles (33: a warp with one entry and warps
+/// with none; 4097: a last item of one entry); states of exactly 1 and
+/// exactly 32 Gaussians (the global model is the first state: 1 or 32);
+/// D = 1, the benchmark's 40, the largest the kernel takes (48) and the
+/// first it leaves to the tiled kernel (49).
+#[test]
+fn cuda_lane_statistics_edge_cases_match_f64() {
+    let Some(e) = engine() else { return };
+    let diag = |dim, counts: Vec<usize>, frames, seed| Case {
+        dim,
+        kind: CovKind::Diagonal,
+        counts,
+        frames,
+        seed,
+    };
+    let cases = [
+        diag(40, vec![1, 32], 1, 31),
+        diag(40, vec![32, 1], 1, 32),
+        diag(40, vec![32, 1], 33, 33),
+        diag(13, vec![1, 32, 17], 4097, 34),
+        diag(48, vec![32, 1, 5], 1000, 35),
+        diag(49, vec![32, 1], 97, 36),
+        diag(1, vec![32, 1], 65, 37),
+        diag(39, vec![31, 32, 1, 2], 2047, 38),
+    ];
+    for c in &cases {
+        check_accumulate(e, c).unwrap_or_else(|m| panic!("{c:?}: {m}"));
+        check_against_cpu(e, c).unwrap_or_else(|m| panic!("{c:?}: {m}"));
+    }
+    let Some(f) = engine_fp32() else { return };
+    for c in &cases {
+        check_accumulate(f, c).unwrap_or_else(|m| panic!("FP32 {c:?}: {m}"));
+    }
+}
+
 /// Fixed edge cases: one frame, one Gaussian, dimension 1; a tile boundary
 /// plus one; a block of exactly 64 states and one more; the largest sizes.
 #[test]

@@ -38,6 +38,15 @@ pub struct KernelShape {
     pub kw: usize,
     /// Whether `accum_stats` keeps its W block in shared memory.
     pub wres: bool,
+    /// Warps per CTA of the lane statistics kernel (`accum_stats` compiled
+    /// with `LSTATS`: one warp a stream of entries, lane g = Gaussian g),
+    /// 0 where the tiled kernel runs. Decided here only ([`Self::new`]):
+    /// diagonal models with 32-wide Gaussian blocks and
+    /// D <= [`LANE_STATS_MAX_DIM`].
+    pub sw: usize,
+    /// Frames the lane statistics kernel takes per step (independent
+    /// chains): 4, or 2 where 4 would spill (D > 46); 0 with `sw`.
+    pub lq: usize,
     /// Warps per CTA of the tensor-core scoring kernel (`block_score_tc`;
     /// 16 frames each), 0 where it is not used.
     pub tcw: usize,
@@ -62,6 +71,8 @@ impl std::hash::Hash for KernelShape {
             self.tf,
             self.gb,
             self.kch,
+            self.sw,
+            self.lq,
             self.tcw,
             self.kc,
             self.e16,
@@ -73,6 +84,17 @@ impl std::hash::Hash for KernelShape {
 
 /// Dynamic shared memory of the tensor-core kernel (H100: 227 KB a block).
 const TC_SMEM_BUDGET: usize = 220 * 1024;
+
+/// The largest dimension the lane statistics kernel takes: a lane keeps
+/// 2·KZ floats (its Gaussian's weights and statistics) in registers, and at
+/// D = 48 (KZ = 97) ptxas still fits them without spilling.
+pub const LANE_STATS_MAX_DIM: usize = 48;
+
+/// Warps per CTA of the lane statistics kernel (`AMTOOL_CUDA_SW` for
+/// measuring: 0 takes the tiled kernel, 1..=8 warps; from 5 the registers
+/// are capped so two CTAs fit an SM, see [`KernelShape::lane_reg_cap`]).
+/// At 4 ptxas gives D = 40 242 registers: two CTAs (8 warps) an SM.
+const LANE_STATS_WARPS: usize = 4;
 
 /// Shared memory a kernel may take (H100/A100 allow 227/163 KB per block;
 /// staying under 200 KB leaves room for the static arrays).
@@ -125,12 +147,31 @@ impl KernelShape {
             kch,
             kw,
             wres: false,
+            sw: 0,
+            lq: 0,
             tcw: 0,
             kc: 0,
             e16: false,
             fc16: false,
         };
         shape.wres = shape.smem_stats() + kzv * gb * 4 <= SMEM_BUDGET;
+        if kind == CovKind::Diagonal && gb == 32 && dim <= LANE_STATS_MAX_DIM {
+            shape.sw = std::env::var("AMTOOL_CUDA_SW")
+                .ok()
+                .and_then(|v| v.parse::<usize>().ok())
+                .filter(|&w| w <= 8)
+                .unwrap_or(LANE_STATS_WARPS);
+        }
+        if shape.sw > 0 {
+            shape.wres = false;
+            // ptxas (12.9, sm_90): 4 frames a step spill from D = 47 (254
+            // registers there, 255 and 20 bytes at 48); 2 do not.
+            shape.lq = std::env::var("AMTOOL_CUDA_LQ")
+                .ok()
+                .and_then(|v| v.parse::<usize>().ok())
+                .filter(|q| [1, 2, 4].contains(q))
+                .unwrap_or(if dim <= 46 { 4 } else { 2 });
+        }
         shape
     }
 
@@ -208,6 +249,26 @@ impl KernelShape {
         4 * self.tf
     }
 
+    /// The register cap of the lane statistics kernel (`LMR`): with more
+    /// than 4 warps a CTA, the most that lets two CTAs share an SM's 64 K
+    /// registers (8-register steps); 0, none (4 warps: 255 still fits two).
+    pub fn lane_reg_cap(&self) -> usize {
+        if self.sw <= 4 {
+            return 0;
+        }
+        (65536 / (2 * 32 * self.sw)) / 8 * 8
+    }
+
+    /// Threads per CTA of `accum_stats`: 32 a warp of the lane kernel, else
+    /// [`Self::threads`].
+    pub fn threads_stats(&self) -> usize {
+        if self.sw > 0 {
+            32 * self.sw
+        } else {
+            self.threads()
+        }
+    }
+
     /// States per block of the padded layout the block-scoring kernels are
     /// compiled for (`LANES`, which [`Self::prelude`] defines): the layout's
     /// default, the papers' 64, the only size the kernels are written for
@@ -223,8 +284,14 @@ impl KernelShape {
         (self.kch * (self.tf + 4) + 2 * self.kw * self.block_states()) * 4
     }
 
-    /// Dynamic shared memory of `accum_stats`.
+    /// Dynamic shared memory of `accum_stats`. The lane kernel: per warp a
+    /// tile of 32 rows `[x, x²]` (stride 2D rounded up to a float4), the
+    /// same space holding the warps' 32·KZ accumulators at the end.
     pub fn smem_stats(&self) -> usize {
+        if self.sw > 0 {
+            let zr = (2 * self.dim).next_multiple_of(4);
+            return self.sw * 32 * zr.max(self.kz()) * 4;
+        }
         let w = if self.wres { self.kz() * self.gb } else { 0 };
         (self.kch * (self.tf + 4) + self.tf * self.kch + self.tf * (self.gb + 4) + w) * 4
     }
@@ -233,7 +300,7 @@ impl KernelShape {
     /// of the source.
     pub fn prelude(&self) -> String {
         let mut s = format!(
-            "#define D {}\n#define KZ {}\n#define FULL {}\n#define TF {}\n#define NT {}\n#define LANES {}\n#define GB {}\n#define KCH {}\n#define KW {}\n#define WRES {}\n#define TCW {}\n#define KS {}\n#define KC {}\n",
+            "#define D {}\n#define KZ {}\n#define FULL {}\n#define TF {}\n#define NT {}\n#define LANES {}\n#define GB {}\n#define KCH {}\n#define KW {}\n#define WRES {}\n#define LSTATS {}\n#define SW {}\n#define LQ {}\n#define LMR {}\n#define TCW {}\n#define KS {}\n#define KC {}\n",
             self.dim,
             self.kz(),
             u8::from(self.kind == CovKind::Full),
@@ -244,6 +311,10 @@ impl KernelShape {
             self.kch,
             self.kw,
             u8::from(self.wres),
+            u8::from(self.sw > 0),
+            self.sw,
+            self.lq,
+            self.lane_reg_cap(),
             self.tcw,
             self.ks(),
             self.kc
@@ -494,6 +565,15 @@ mod tests {
             (60, CovKind::Full, (7, 5), "0", 64),
             (39, CovKind::Diagonal, (9, 0), "", 64),
             (40, CovKind::Diagonal, (9, 0), "", 32),
+            // The lane statistics kernel (GB = 32, D <= LANE_STATS_MAX_DIM):
+            // the smallest z, the benchmark's, the largest it takes, and
+            // the first D that keeps the tiled kernel at GB = 32.
+            (1, CovKind::Diagonal, (9, 0), "", 32),
+            (13, CovKind::Diagonal, (9, 0), "", 32),
+            (39, CovKind::Diagonal, (9, 0), "", 32),
+            (48, CovKind::Diagonal, (9, 0), "", 32),
+            (49, CovKind::Diagonal, (9, 0), "", 32),
+            (40, CovKind::Diagonal, (7, 5), "0", 32),
             (13, CovKind::Full, (8, 0), "", 64),
             (1, CovKind::Full, (7, 5), "0", 64),
             (1, CovKind::Diagonal, (9, 0), "", 64),
@@ -501,12 +581,24 @@ mod tests {
             (200, CovKind::Diagonal, (9, 0), "", 64),
         ] {
             let shape = KernelShape::for_model(d, kind, g).for_device(cc, tc);
-            let src = source_for(&shape);
+            compile_shape(&shape, cc);
+        }
+        // The lane statistics kernel with 5 warps (AMTOOL_CUDA_SW=5, 2 frames
+        // a step): its registers capped to 200 (two CTAs an SM).
+        let s = KernelShape::for_model(40, CovKind::Diagonal, 32).for_device((9, 0), "");
+        compile_shape(&KernelShape { sw: 5, lq: 2, ..s }, (9, 0));
+
+        fn compile_shape(shape: &KernelShape, cc: (i32, i32)) {
+            let (d, kind) = (shape.dim, shape.kind);
+            let src = source_for(shape);
             let arch = format!("sm_{}{}", cc.0, cc.1);
             let t = std::time::Instant::now();
             let bin = compile_cubin(&src, &arch).unwrap_or_else(|e| panic!("{shape:?}: {e}"));
             eprintln!(
-                "D={d} {kind:?} {arch}: {} bytes in {:.1} s",
+                "D={d} {kind:?} GB={} SW={} LQ={} {arch}: {} bytes in {:.1} s",
+                shape.gb,
+                shape.sw,
+                shape.lq,
                 bin.len(),
                 t.elapsed().as_secs_f64()
             );
@@ -594,6 +686,46 @@ mod tests {
         );
         let d = KernelShape::for_model(40, CovKind::Diagonal, 64);
         assert!(d.wres && d.kw == 81, "{d:?}");
+    }
+
+    #[test]
+    fn lane_statistics_kernel_for_small_diagonal_blocks_only() {
+        // Diagonal, every state within 32 Gaussians, D <= 48: the lane
+        // kernel (4 warps), on any device; else the tiled one.
+        for d in 1..=80 {
+            for (kind, g) in [
+                (CovKind::Diagonal, 32),
+                (CovKind::Diagonal, 33),
+                (CovKind::Full, 8),
+            ] {
+                for cc in [(9, 0), (7, 5)] {
+                    let s = KernelShape::for_model(d, kind, g).for_device(cc, "");
+                    let lane = kind == CovKind::Diagonal && g <= 32 && d <= LANE_STATS_MAX_DIM;
+                    assert_eq!(s.sw > 0, lane, "{s:?}");
+                    let p = s.prelude();
+                    assert!(p.contains(&format!("#define LSTATS {}\n", u8::from(lane))));
+                    assert!(p.contains(&format!("#define SW {}\n", s.sw)));
+                    if lane {
+                        assert_eq!(s.threads_stats(), 32 * LANE_STATS_WARPS);
+                        assert_eq!(s.lq, if d <= 46 { 4 } else { 2 });
+                        assert_eq!(s.lane_reg_cap(), 0);
+                        assert!(!s.wres);
+                        // Room for the warps' accumulators and z tiles.
+                        let floats = s.smem_stats() / 4;
+                        assert!(floats >= s.sw * 32 * s.kz() && floats >= s.sw * 32 * 2 * d);
+                        // 49,664 B at D = 48: shared memory is no limit
+                        // on the two or three CTAs an SM the registers allow.
+                        assert!(4 * (s.smem_stats() + 1024) <= 228 * 1024, "{s:?}");
+                    } else {
+                        assert_eq!(s.threads_stats(), s.threads());
+                    }
+                }
+            }
+        }
+        // The benchmark's E-step shape (M = 32, D = 40): 128 threads,
+        // 4 tiles of 32 × 80 floats, or 4 × 32 × 81 accumulators.
+        let s = KernelShape::for_model(40, CovKind::Diagonal, 32);
+        assert_eq!((s.threads_stats(), s.smem_stats()), (128, 4 * 32 * 81 * 4));
     }
 
     #[test]

@@ -343,15 +343,30 @@ impl<'e> CudaModel<'e> {
     pub fn kernel_report(&self) -> String {
         let sh = self.k.shape;
         let mut out = format!("{sh:?}\n");
-        for (name, f, smem) in [
-            ("block_score", &self.k.block_score, sh.smem_score()),
-            ("entry_loglike", &self.k.entry_loglike, sh.smem_score()),
-            ("accum_stats", &self.k.accum_stats, sh.smem_stats()),
+        for (name, f, smem, threads) in [
+            (
+                "block_score",
+                &self.k.block_score,
+                sh.smem_score(),
+                sh.threads(),
+            ),
+            (
+                "entry_loglike",
+                &self.k.entry_loglike,
+                sh.smem_score(),
+                sh.threads(),
+            ),
+            (
+                "accum_stats",
+                &self.k.accum_stats,
+                sh.smem_stats(),
+                sh.threads_stats(),
+            ),
         ] {
             let regs = f.num_regs().unwrap_or(-1);
             let local = f.local_size_bytes().unwrap_or(-1);
             out.push_str(&format!(
-                "{name} regs={regs} local={local} smem_dynamic={smem}\n"
+                "{name} regs={regs} local={local} smem_dynamic={smem} threads={threads}\n"
             ));
         }
         out
@@ -953,7 +968,7 @@ impl<'e> CudaModel<'e> {
             }
             let cfg = LaunchConfig {
                 grid_dim: (p.acc_items.len() as u32, 1, 1),
-                block_dim: threads,
+                block_dim: (sh.threads_stats() as u32, 1, 1),
                 shared_mem_bytes: sh.smem_stats() as u32,
             };
             // SAFETY: as above.
