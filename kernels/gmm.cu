@@ -508,7 +508,8 @@ __device__ __forceinline__ double tile_wll(const float* ll, const float* __restr
 // Every sum runs in a fixed order; no atomics.
 //
 // Dynamic shared memory: SW*32*LSM floats (LSM = max(ZR, KZ): the tiles,
-// then the warps' accumulators); static: SW doubles.
+// then the warps' accumulators) and SW*32*D floats (each warp's staging
+// area, where its next tile's rows arrive); static: SW doubles.
 #if GB != 32 || FULL
 #error "the lane statistics kernel is written for diagonal 32-Gaussian blocks"
 #endif
@@ -523,23 +524,46 @@ __device__ __forceinline__ double tile_wll(const float* ll, const float* __restr
 #define LANE_BOUNDS __launch_bounds__(32 * SW)
 #endif
 
-// This warp's tile: row f = z_f[0..2D) = [x, x²] of entry e0 + f, zeros for
-// f >= n. Lane l reads entry e0 + l's frame; the rows are read as
-// consecutive floats (coalesced where the entries' frames are consecutive).
-__device__ __forceinline__ void lane_load_tile(float* zt, const float* __restrict__ feats,
-                                               const unsigned* __restrict__ frame_of, int e0, int n,
-                                               int lane) {
+// One float from global to shared memory without the registers (cp.async,
+// sm_80+; a plain copy before).
+__device__ __forceinline__ void cp4(float* dst, const float* src) {
+#if __CUDA_ARCH__ >= 800
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src));
+#else
+    *dst = *src;
+#endif
+}
+
+// Start copying the rows of entries e0 .. e0 + n (entry e reads frame
+// frame_of[e], or e) into this warp's staging area stage[f*D + d], every
+// float's copy in flight at once (cp_commit / cp_wait by the caller): the
+// next tile's rows arrive while the warp computes on this one. Lane l reads
+// entry e0 + l's frame; a row's floats are consecutive (coalesced where the
+// entries' frames are).
+__device__ __forceinline__ void lane_issue_tile(float* stage, const float* __restrict__ feats,
+                                                const unsigned* __restrict__ frame_of, int e0, int n,
+                                                int lane) {
     unsigned t = 0;
     if (lane < n) t = frame_of ? frame_of[e0 + lane] : (unsigned)(e0 + lane);
 #pragma unroll 4
     for (int el = lane; el < 32 * D; el += 32) {
         const int f = el / D, d = el - f * D;
         const unsigned tf = __shfl_sync(FULL_MASK, t, f);
-        const float x = f < n ? feats[(u64)tf * D + d] : 0.0f;
+        if (f < n) cp4(stage + el, feats + (u64)tf * D + d);
+    }
+}
+
+// This warp's tile from its staging area: row f = z_f[0..2D) = [x, x²] of
+// the tile's entry f, zeros for f >= n. Call after the copies have landed.
+__device__ __forceinline__ void lane_build_tile(float* zt, const float* stage, int n, int lane) {
+#pragma unroll 4
+    for (int el = lane; el < 32 * D; el += 32) {
+        const int f = el / D, d = el - f * D;
+        const float x = f < n ? stage[el] : 0.0f;
         zt[f * ZR + d] = x;
         zt[f * ZR + D + d] = x * x;
     }
-    __syncwarp();
 }
 
 // Component j (0..3) of a float4 (j a compile-time constant once unrolled).
@@ -612,7 +636,7 @@ __device__ __forceinline__ void lane_accumulate(const float* zt, int f0, const f
 }
 
 // Items: (state, first entry, count, Gaussian block); grid: items; block:
-// 32*SW threads. Dynamic shared memory: SW*32*LSM floats.
+// 32*SW threads. Dynamic shared memory: SW*32*(LSM + D) floats.
 extern "C" __global__ void LANE_BOUNDS accum_stats(
     const float* __restrict__ feats, const unsigned* __restrict__ frame_of,
     const float* __restrict__ weight_of, const float* __restrict__ entry_ll,
@@ -635,6 +659,10 @@ extern "C" __global__ void LANE_BOUNDS accum_stats(
     }
     double wll = 0.0;
     float* zt = smem + warp * 32 * ZR;
+    float* stage = smem + SW * 32 * LSM + warp * 32 * D;
+    if (warp * 32 < it.count)
+        lane_issue_tile(stage, feats, frame_of, it.first + warp * 32, imin(32, it.count - warp * 32), lane);
+    cp_commit();
     for (int sub = warp * 32; sub < it.count; sub += 32 * SW) {
         const int n = imin(32, it.count - sub), e0 = it.first + sub;
         // Lane l's entry: its weight and (two passes) its log-likelihood.
@@ -643,8 +671,14 @@ extern "C" __global__ void LANE_BOUNDS accum_stats(
             wt_l = weight_of ? weight_of[e0 + lane] : 1.0f;
             if (entry_ll) ll_l = entry_ll[e0 + lane];
         }
+        cp_wait<0>();
         __syncwarp();
-        lane_load_tile(zt, feats, frame_of, e0, n, lane);
+        lane_build_tile(zt, stage, n, lane);
+        __syncwarp();
+        // The next tile's rows come in while this one is computed.
+        const int nx = sub + 32 * SW;
+        if (nx < it.count) lane_issue_tile(stage, feats, frame_of, it.first + nx, imin(32, it.count - nx), lane);
+        cp_commit();
         for (int f0 = 0; f0 < n; f0 += LQ) {
             float s[LQ], L[LQ], gam[LQ], wt[LQ];
             lane_scores(zt, f0, w, s);
@@ -821,20 +855,35 @@ extern "C" __global__ void __launch_bounds__(NT) accum_stats(
 #endif // LSTATS
 
 // Sum the statistics items of each (state, Gaussian block) in item order, in
-// f64, into the model's accumulator acc[gaussian][KZ]. Grid: (groups,
-// element tiles of blockDim.x): one thread per accumulator element, so a
-// group of many items (one GMM over a long chunk) is summed by many CTAs.
+// f64, into the model's accumulator acc[gaussian][KZ]. Grid: (groups, element
+// tiles of blockDim.x); one thread column per accumulator element, so a group
+// of many items (one GMM over a long chunk) is summed by many CTAs. With
+// blockDim.y = S > 1 (at most 256 threads), the S threads of a column sum S
+// contiguous runs of the items at once, added in run order: a GMM's thousand
+// items were one thread's thousand dependent loads a element (the host takes
+// S = 1, the plain order, for groups of few items).
 extern "C" __global__ void reduce_partials(const float* __restrict__ partial,
                                            const Group* __restrict__ groups,
                                            double* __restrict__ acc) {
+    __shared__ double runs[256];
     const Group gr = groups[blockIdx.x];
-    const int el = blockIdx.y * blockDim.x + threadIdx.x;
-    if (el >= gr.gauss_count * KZ) return;
+    const int tx = threadIdx.x, sy = threadIdx.y, ns = blockDim.y;
+    const int el = blockIdx.y * blockDim.x + tx;
+    const bool on = el < gr.gauss_count * KZ;
     const int g = el / KZ, k = el % KZ;
+    const int per = (gr.item_count + ns - 1) / ns;
+    const int i1 = imin(gr.item_count, (sy + 1) * per);
     double sum = 0.0;
-    for (int i = 0; i < gr.item_count; ++i)
-        sum += (double)partial[((u64)(gr.item_first + i) * GB + g) * KZ + k];
-    acc[(u64)(gr.gauss_first + g) * KZ + k] += sum;
+    if (on)
+        for (int i = sy * per; i < i1; ++i)
+            sum += (double)partial[((u64)(gr.item_first + i) * GB + g) * KZ + k];
+    if (ns > 1) {
+        runs[sy * blockDim.x + tx] = sum;
+        __syncthreads();
+        if (sy > 0) return;
+        for (int r = 1; r < ns; ++r) sum += runs[r * blockDim.x + tx];
+    }
+    if (on) acc[(u64)(gr.gauss_first + g) * KZ + k] += sum;
 }
 
 // total += Σ v[0..n) in a fixed order (one CTA of 256 threads: contiguous

@@ -58,14 +58,18 @@ impl Features {
     }
 }
 
-/// Utterances read ahead of the consumer.
+/// Utterances read ahead of the consumer, decoded.
 const DEPTH: usize = 64;
+/// Utterances read ahead as parts of a mapped archive (handles, no frames:
+/// the reading thread keeps parsing while the consumer sends a round of
+/// batches; four batches of 1000-frame utterances ahead).
+const SHARED_DEPTH: usize = 1024;
 
 impl Prefetched<Matrix<f32>> {
     /// Opens `rspecifier` here (so a bad specifier or missing file is
     /// reported at once) and reads it on a worker thread.
     pub fn open(rspecifier: &str) -> Result<Self, amtool_formats::Error> {
-        Self::spawn(rspecifier, |r| r.next_entry())
+        Self::spawn(rspecifier, |_| DEPTH, |r| r.next_entry())
     }
 }
 
@@ -73,7 +77,12 @@ impl Prefetched<Features> {
     /// As [`PrefetchedFeats::open`], entries as [`Features`].
     pub fn open(rspecifier: &str) -> Result<Self, amtool_formats::Error> {
         let mut whole: Option<Option<Arc<InputData>>> = None;
-        Self::spawn(rspecifier, move |r| {
+        // A mapped archive's matrices are handles: many can wait.
+        let depth = |r: &Table| match r.shared_input() {
+            Some(_) => SHARED_DEPTH,
+            None => DEPTH,
+        };
+        Self::spawn(rspecifier, depth, move |r| {
             let w = whole.get_or_insert_with(|| r.shared_input()).clone();
             r.next_with(|_, rd| read_features(rd, w.as_ref()))
         })
@@ -102,12 +111,13 @@ fn read_features(
 impl<T: Send + 'static> Prefetched<T> {
     fn spawn(
         rspecifier: &str,
+        depth: impl FnOnce(&Table) -> usize,
         mut next: impl FnMut(&mut Table) -> Result<Option<(String, T)>, amtool_formats::Error>
             + Send
             + 'static,
     ) -> Result<Self, amtool_formats::Error> {
         let mut reader = Table::open(rspecifier)?;
-        let (tx, rx) = sync_channel(DEPTH);
+        let (tx, rx) = sync_channel(depth(&reader));
         let worker = std::thread::Builder::new()
             .name("amtool-read".into())
             .spawn(move || loop {

@@ -976,13 +976,14 @@ impl<'e> CudaModel<'e> {
 
             let mut lb = s.launch_builder(&self.k.reduce_partials);
             lb.arg(&partial).arg(&groups).arg(&mut *acc64);
+            let (cols, runs) = reduce_block(&p.groups);
             let cfg = LaunchConfig {
                 grid_dim: (
                     p.groups.len() as u32,
-                    (sh.gb * self.kz).div_ceil(256) as u32,
+                    (sh.gb * self.kz).div_ceil(cols) as u32,
                     1,
                 ),
-                block_dim: (256, 1, 1),
+                block_dim: (cols as u32, runs as u32, 1),
                 shared_mem_bytes: 0,
             };
             // SAFETY: as above.
@@ -1261,6 +1262,18 @@ fn new_timing_event(eng: &CudaEngine) -> Result<CudaEvent> {
 
 /// Events recorded on `stream` before and after what `enqueue` enqueues
 /// there (the kernel timers of a call).
+/// `reduce_partials`' block: (element columns, runs of items a column sums
+/// at once). A group of many items (one GMM over a chunk: ~1000) is summed
+/// in 8 runs; groups of few items (many states) in one, as before.
+fn reduce_block(groups: &[[i32; 4]]) -> (usize, usize) {
+    let most = groups.iter().map(|g| g[1]).max().unwrap_or(0);
+    if groups.len() <= 64 && most >= 64 {
+        (32, 8)
+    } else {
+        (256, 1)
+    }
+}
+
 fn timed(
     eng: &CudaEngine,
     stream: &CudaStream,
