@@ -283,6 +283,9 @@ fn cuda_lane_statistics_edge_cases_match_f64() {
         diag(49, vec![32, 1], 97, 36),
         diag(1, vec![32, 1], 65, 37),
         diag(39, vec![31, 32, 1, 2], 2047, 38),
+        // Over 64 statistics items a group (256 entries an item): the
+        // reduction sums them in 8 runs at once (`reduce_block`).
+        diag(13, vec![32, 3], 40_000, 39),
     ];
     for c in &cases {
         check_accumulate(e, c).unwrap_or_else(|m| panic!("{c:?}: {m}"));

@@ -1735,6 +1735,23 @@ mod tests {
     use super::*;
     use crate::bench::random::{self, Rng};
 
+    /// One GMM's thousand items are summed in 8 runs; many states' few
+    /// items a column each, in the plain order; never more than the 256
+    /// threads the kernel's shared array holds.
+    #[test]
+    fn reduction_runs_only_for_groups_of_many_items() {
+        let group = |items| [0, items, 0, 32];
+        assert_eq!(reduce_block(&[group(1024)]), (32, 8));
+        assert_eq!(reduce_block(&[group(64), group(3)]), (32, 8));
+        assert_eq!(reduce_block(&[group(63)]), (256, 1));
+        assert_eq!(reduce_block(&vec![group(100); 65]), (256, 1));
+        assert_eq!(reduce_block(&[]), (256, 1));
+        for g in [vec![group(1024)], vec![group(2)]] {
+            let (cols, runs) = reduce_block(&g);
+            assert!(cols * runs <= 256);
+        }
+    }
+
     /// The arrays the block-scoring kernels get are the layout's, in blocks
     /// of the size the kernels are compiled for: every real Gaussian's weight
     /// row (bit for bit) in its state's lane, every virtual slot gconst −∞
