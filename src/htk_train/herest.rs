@@ -19,6 +19,7 @@ use super::sink::AccSink;
 use super::update::{htk_round_trip, ml_update, UpdateReport, UpdateSettings};
 use crate::engine::{self, FrameBatch, Gpus, LoadedModel, UseGpu};
 use crate::model::htk::HtkModel;
+use crate::model::AcousticModel;
 use crate::{Error, Result};
 
 /// Everything a HERest command line says.
@@ -215,76 +216,155 @@ fn load_config(paths: &[PathBuf]) -> Result<Config> {
 /// Run one HERest pass (accumulate over `job.data`, update, save into `out_dir`).
 pub fn run(job: &HerestJob) -> Result<HerestOutcome> {
     let config = load_config(&job.configs)?;
-    if let Some(d) = &job.out_dir {
-        if !d.is_dir() {
-            return Err(Error::Mismatch(format!(
-                "-M {}: output directory does not exist",
-                d.display()
-            )));
-        }
-    }
+    check_out_dir(job)?;
     let list = HmmList::load(&job.hmm_list)?;
     let (set, num_mmfs) = load_hmm_set(job, &list)?;
-    let set_name = set.files.last().cloned().unwrap_or_default();
-    // HERest scores with the <GCONST>s as read from the file (7 digits), so
-    // the scorer does too; `scoring` is the set as loaded.
-    let scoring = set.clone();
-    let model = HtkModel::from_hmm_set(&scoring, &set_name)?;
-    let log_wt = super::score::log_weights(&scoring);
-    // For an engine: the model and features moved by the average of the
-    // means (log-likelihoods do not change), so that the engines' expanded
-    // form x·Σ⁻¹μ − ½xᵀΣ⁻¹x does not cancel large terms (HTK features are
-    // not mean-normalised: c0 is near 70), and HERest's log weights.
-    let offset: Vec<f32> = {
-        let mut o = vec![0f64; set.options.vec_size];
-        for m in &set.means {
-            for (a, b) in o.iter_mut().zip(m) {
-                *a += *b as f64 / set.means.len() as f64;
-            }
-        }
-        o.into_iter().map(|x| x as f32).collect()
-    };
-    let engine_model = if matches!(job.scorer, Scorer::Engine(_)) {
-        let mut shifted = scoring.clone();
-        for m in &mut shifted.means {
-            for (a, b) in m.iter_mut().zip(&offset) {
-                *a -= b;
-            }
-        }
-        let mut em = HtkModel::from_hmm_set(&shifted, &set_name)?;
-        for (ms, g) in em.model.states.iter_mut().enumerate() {
-            let s = em.set_state[ms];
-            for (c, &mi) in em.mixture_of[ms].iter().enumerate() {
-                let w = scoring.states[s].streams[0].mixtures[mi].weight;
-                g.gconsts[c] += (log_wt[s][mi] as f64 - (w as f64).ln()) as f32;
-            }
-        }
-        Some(em.model)
-    } else {
-        None
-    };
-    let table = HmmTable::new(&set, &list, &model)?;
+    let models = PassModels::new(&set, job.scorer)?;
+    let table = HmmTable::new(&set, &list, &models.model)?;
     if job.trace & 1 != 0 {
         print!("{}", header(job, &set, list.entries.len()));
     }
-    let mut mlfs = Vec::new();
-    for m in &job.mlfs {
-        mlfs.push((m.display().to_string(), Mlf::load(m)?));
+    let opts = PassOptions::read(job, &config, &set, &models.set_name)?;
+    if job.par_mode == Some(0) {
+        let accs = sum_acc_files(job, &set, opts.binary_acc)?;
+        return finish(job, (set, num_mmfs), accs, Vec::new(), opts.map_tau, false);
     }
-    let target = match config.get("HPARM", "TARGETKIND") {
-        Some(k) => Some(
-            k.parse::<ParmKind>()
-                .map_err(|e| Error::Mismatch(format!("config TARGETKIND = {k}: {e}")))?,
-        ),
-        None => None,
-    };
-    let want = target.or(set.options.parm_kind);
-    let multi_mix = set.states.iter().any(|s| s.streams[0].num_mixes > 1);
-    let map_tau = match config.get_f64("HMAP", "MAPTAU") {
-        Some(Ok(v)) => v,
-        Some(Err(e)) => return Err(Error::Mismatch(format!("config: {e}"))),
-        None => 20.0,
-    };
+    let (accs, skipped) = accumulate(job, &set, &models, &table, &opts)?;
+    if let Some(n) = job.par_mode {
+        return write_par_accs(job, n, set, accs, skipped, opts.binary_acc);
+    }
+    finish(job, (set, num_mmfs), accs, skipped, opts.map_tau, true)
+}
+
+fn check_out_dir(job: &HerestJob) -> Result<()> {
+    match &job.out_dir {
+        Some(d) if !d.is_dir() => Err(Error::Mismatch(format!(
+            "-M {}: output directory does not exist",
+            d.display()
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// The models a pass scores with, made once from the set as loaded.
+struct PassModels {
+    set_name: String,
+    /// The set as read: HERest scores with the <GCONST>s of the file (7
+    /// digits), so the scorer does too.
+    scoring: HmmSet,
+    model: HtkModel,
+    log_wt: Vec<Vec<f32>>,
+    /// The average of the means (what an engine's model and features are
+    /// moved by).
+    offset: Vec<f32>,
+    /// An engine scorer's model: moved by `offset`, HERest's log weights.
+    engine_model: Option<AcousticModel>,
+}
+
+impl PassModels {
+    fn new(set: &HmmSet, scorer: Scorer) -> Result<Self> {
+        let set_name = set.files.last().cloned().unwrap_or_default();
+        let scoring = set.clone();
+        let model = HtkModel::from_hmm_set(&scoring, &set_name)?;
+        let log_wt = super::score::log_weights(&scoring);
+        let offset = mean_offset(set);
+        let engine_model = match scorer {
+            Scorer::Engine(_) => Some(engine_model(&scoring, &set_name, &offset, &log_wt)?),
+            Scorer::Htk => None,
+        };
+        Ok(PassModels {
+            set_name,
+            scoring,
+            model,
+            log_wt,
+            offset,
+            engine_model,
+        })
+    }
+}
+
+/// The average of the set's means.
+fn mean_offset(set: &HmmSet) -> Vec<f32> {
+    let mut o = vec![0f64; set.options.vec_size];
+    for m in &set.means {
+        for (a, b) in o.iter_mut().zip(m) {
+            *a += *b as f64 / set.means.len() as f64;
+        }
+    }
+    o.into_iter().map(|x| x as f32).collect()
+}
+
+/// The model an engine scores with: the means moved by `offset`
+/// (log-likelihoods do not change), so that the engines' expanded form
+/// x·Σ⁻¹μ − ½xᵀΣ⁻¹x does not cancel large terms (HTK features are not
+/// mean-normalised: c0 is near 70), and HERest's log weights.
+fn engine_model(
+    scoring: &HmmSet,
+    set_name: &str,
+    offset: &[f32],
+    log_wt: &[Vec<f32>],
+) -> Result<AcousticModel> {
+    let mut shifted = scoring.clone();
+    for m in &mut shifted.means {
+        for (a, b) in m.iter_mut().zip(offset) {
+            *a -= b;
+        }
+    }
+    let mut em = HtkModel::from_hmm_set(&shifted, set_name)?;
+    for (ms, g) in em.model.states.iter_mut().enumerate() {
+        let s = em.set_state[ms];
+        for (c, &mi) in em.mixture_of[ms].iter().enumerate() {
+            let w = scoring.states[s].streams[0].mixtures[mi].weight;
+            g.gconsts[c] += (log_wt[s][mi] as f64 - (w as f64).ln()) as f32;
+        }
+    }
+    Ok(em.model)
+}
+
+/// What the configuration and the label files give a pass.
+struct PassOptions {
+    mlfs: Vec<(String, Mlf)>,
+    /// The parameter kind the data must have.
+    want: Option<ParmKind>,
+    map_tau: f64,
+    binary_acc: bool,
+}
+
+impl PassOptions {
+    fn read(job: &HerestJob, config: &Config, set: &HmmSet, set_name: &str) -> Result<Self> {
+        let mut mlfs = Vec::new();
+        for m in &job.mlfs {
+            mlfs.push((m.display().to_string(), Mlf::load(m)?));
+        }
+        let target = match config.get("HPARM", "TARGETKIND") {
+            Some(k) => Some(
+                k.parse::<ParmKind>()
+                    .map_err(|e| Error::Mismatch(format!("config TARGETKIND = {k}: {e}")))?,
+            ),
+            None => None,
+        };
+        let map_tau = match config.get_f64("HMAP", "MAPTAU") {
+            Some(Ok(v)) => v,
+            Some(Err(e)) => return Err(Error::Mismatch(format!("config: {e}"))),
+            None => 20.0,
+        };
+        check_map(job, set, set_name)?;
+        let binary_acc = match config.get_bool("HTRAIN", "BINARYACCFORMAT") {
+            Some(Ok(b)) => b,
+            Some(Err(e)) => return Err(Error::Mismatch(format!("config: {e}"))),
+            None => true,
+        };
+        Ok(PassOptions {
+            mlfs,
+            want: target.or(set.options.parm_kind),
+            map_tau,
+            binary_acc,
+        })
+    }
+}
+
+/// MAP (`-u p`) as HTK's HMap takes it: no transitions, no full covariances.
+fn check_map(job: &HerestJob, set: &HmmSet, set_name: &str) -> Result<()> {
     if job.flags.map && job.flags.trans {
         return Err(Error::Mismatch(
             "HERest -u p with t: MAP has no transition update (HMap)".into(),
@@ -300,98 +380,92 @@ pub fn run(job: &HerestJob) -> Result<HerestOutcome> {
             "{set_name}: MAP estimation of full covariance matrices is not supported (as in HTK)"
         )));
     }
-    let binary_acc = match config.get_bool("HTRAIN", "BINARYACCFORMAT") {
-        Some(Ok(b)) => b,
-        Some(Err(e)) => return Err(Error::Mismatch(format!("config: {e}"))),
-        None => true,
-    };
-    if job.par_mode == Some(0) {
-        let mut accs = HerestAccs::zeros(&set);
-        let mut total_pr = 0f64;
-        for f in &job.data {
-            let bytes = std::fs::read(f).map_err(|e| Error::Io {
-                path: f.clone(),
-                source: e,
-            })?;
-            let (pr, t) =
-                super::accfile::read_into(&set, &mut accs, job.flags, &bytes, binary_acc, f)?;
-            total_pr += pr as f32 as f64;
-            accs.total_frames += t;
-        }
-        accs.total_pr = total_pr;
-        return finish(job, (set, num_mmfs), accs, Vec::new(), map_tau, false);
+    Ok(())
+}
+
+/// `-p 0`: the accumulator files given as data, summed.
+fn sum_acc_files(job: &HerestJob, set: &HmmSet, binary_acc: bool) -> Result<HerestAccs> {
+    let mut accs = HerestAccs::zeros(set);
+    let mut total_pr = 0f64;
+    for f in &job.data {
+        let bytes = std::fs::read(f).map_err(|e| Error::Io {
+            path: f.clone(),
+            source: e,
+        })?;
+        let (pr, t) = super::accfile::read_into(set, &mut accs, job.flags, &bytes, binary_acc, f)?;
+        total_pr += pr as f32 as f64;
+        accs.total_frames += t;
     }
+    accs.total_pr = total_pr;
+    Ok(accs)
+}
+
+/// `-p N`, N > 0: the accumulators written as `HER<N>.acc`, no update.
+fn write_par_accs(
+    job: &HerestJob,
+    n: u32,
+    set: HmmSet,
+    accs: HerestAccs,
+    skipped: Vec<String>,
+    binary_acc: bool,
+) -> Result<HerestOutcome> {
+    let dir = job.out_dir.clone().unwrap_or_else(|| PathBuf::from("."));
+    let path = dir.join(format!("HER{n}.acc"));
+    let bytes = super::accfile::write(&set, &accs, job.flags, binary_acc);
+    crate::train::io::write_output(&path.display().to_string(), &bytes)?;
+    Ok(HerestOutcome {
+        set,
+        accs,
+        report: UpdateReport::default(),
+        skipped,
+        written: vec![path],
+        updated: false,
+    })
+}
+
+/// Utterances read and scored together (one engine call).
+const BATCH: usize = 32;
+/// Utterances a thread's forward-backward accumulators take, in order.
+const CHUNK: usize = 4;
+
+/// Forward-backward over every utterance of `job.data`, batch by batch:
+/// the accumulators and the utterances skipped.
+fn accumulate(
+    job: &HerestJob,
+    set: &HmmSet,
+    models: &PassModels,
+    table: &HmmTable,
+    opts: &PassOptions,
+) -> Result<(HerestAccs, Vec<String>)> {
     let eng = match job.scorer {
         Scorer::Engine(g) => Some(engine::select_gpus(g, 0, job.gpus, None)?),
         Scorer::Htk => None,
     };
-    let mut lm = match (&eng, &engine_model) {
+    let mut lm = match (&eng, &models.engine_model) {
         (Some(e), Some(m)) => Some(e.load(m)?),
         _ => None,
     };
-    let inv_var = super::score::inverse_variances(&scoring);
-    let dim = model.model.dim;
-    let mut accs = HerestAccs::zeros(&set);
+    let mut engine_accs = models
+        .engine_model
+        .as_ref()
+        .map(|m| crate::stats::ModelAccumulators::zeros(m, engine_flags(job.flags)));
+    let ctx = FbContext {
+        job,
+        set,
+        models,
+        table,
+        inv_var: super::score::inverse_variances(&models.scoring),
+        multi_mix: set.states.iter().any(|s| s.streams[0].num_mixes > 1),
+        engine: lm.is_some(),
+    };
+    let dim = models.model.model.dim;
+    let mut accs = HerestAccs::zeros(set);
     let mut skipped = Vec::new();
-    let mut engine_accs = engine_model.as_ref().map(|m| {
-        let f = job.flags;
-        crate::stats::ModelAccumulators::zeros(
-            m,
-            crate::stats::accumulators::UpdateFlags {
-                means: f.means || f.vars,
-                variances: f.vars,
-                weights: f.weights,
-                transitions: false,
-            },
-        )
-    });
-    const BATCH: usize = 32;
-    const CHUNK: usize = 4;
     for batch in job.data.chunks(BATCH) {
-        let mut scored = Vec::with_capacity(batch.len());
-        for datafn in batch {
-            let labfn = label_file_name(datafn, job.lab_dir.as_deref(), &job.lab_ext);
-            let labels = load_labels(&mlfs, &labfn)?;
-            let pf = ParamFile::open(datafn)?;
-            let strip = |k: ParmKind| k.without(HASCOMPX | HASCRCC);
-            if let Some(w) = want {
-                if strip(pf.kind) != strip(w) {
-                    return Err(Error::Mismatch(format!(
-                        "{datafn}: parameter kind {} differs from the HMM set's {} \
-                         (feature conversion is not supported: code the features with HCopy)",
-                        pf.kind, w
-                    )));
-                }
-            }
-            if pf.ncols != dim {
-                return Err(Error::Mismatch(format!(
-                    "{datafn}: vector size {} is incompatible with the HMM set's {dim}",
-                    pf.ncols
-                )));
-            }
-            let feats = pf.to_f32();
-            let frames = pf.n_frames();
-            let moved = if lm.is_some() {
-                feats
-                    .chunks(dim)
-                    .flat_map(|x| x.iter().zip(&offset).map(|(a, b)| a - b))
-                    .collect()
-            } else {
-                Vec::new()
-            };
-            scored.push(Scored {
-                datafn: datafn.clone(),
-                labfn,
-                labels,
-                feats,
-                moved,
-                frames,
-                state_ll: Vec::new(),
-                stride: model.model.num_states(),
-                col: (0..model.model.num_states() as u32).collect(),
-                comp_ll: HashMap::new(),
-            });
-        }
+        let mut scored = batch
+            .iter()
+            .map(|datafn| read_utterance(&ctx, opts, datafn))
+            .collect::<Result<Vec<_>>>()?;
         if let Some(lm) = lm.as_mut() {
             // One engine call for the batch. (The engine's accumulate splits
             // state occupancies into components itself: no component
@@ -402,155 +476,248 @@ pub fn run(job: &HerestJob) -> Result<HerestOutcome> {
                 u.state_ll = ll;
             }
         }
-        let lm_none = lm.is_none();
-        // Utterances in fixed chunks, each chunk summed in order into its own
-        // accumulators and the chunks added in order: the result does not
-        // depend on the number of threads.
-        type ChunkOut = (HerestAccs, Vec<UttOut>);
-        let results: Vec<Result<ChunkOut>> = scored
-            .par_chunks_mut(CHUNK)
-            .map(|chunk| {
-                let mut acc = HerestAccs::zeros(&set);
-                let mut rs = Vec::with_capacity(chunk.len());
-                for u in chunk.iter_mut() {
-                    let sent = Sentence::new(&table, &u.labels, &u.labfn)?;
-                    if lm_none {
-                        let states = sentence_states(&sent);
-                        u.col = vec![u32::MAX; model.model.num_states()];
-                        for (k, &ms) in states.iter().enumerate() {
-                            u.col[ms] = k as u32;
-                        }
-                        u.stride = states.len();
-                        u.state_ll = vec![0f32; u.frames * states.len()];
-                        super::score::score(
-                            &scoring,
-                            &model,
-                            &inv_var,
-                            &log_wt,
-                            &u.feats,
-                            dim,
-                            &states,
-                            &mut u.state_ll,
-                            &mut u.comp_ll,
-                        );
-                    }
-                    let op = OutProbs {
-                        state_ll: &u.state_ll,
-                        stride: u.stride,
-                        col: &u.col,
-                    };
-                    let mut sink = AccSink {
-                        set: &set,
-                        model: &model,
-                        sent: &sent,
-                        u: job.flags,
-                        min_fp: job.prune.min_forward_prob,
-                        feats: &u.feats,
-                        dim,
-                        comp_ll: &u.comp_ll,
-                        acc: &mut acc,
-                        retries: Vec::new(),
-                        occupancies: (!lm_none).then(Vec::new),
-                    };
-                    // Statistics reach the sink only once the beta pass has
-                    // succeeded, so a skipped utterance adds nothing.
-                    let r = forward_backward(
-                        &sent,
-                        &op,
-                        u.frames,
-                        &job.prune,
-                        multi_mix && lm_none,
-                        &mut sink,
-                    );
-                    let retries = sink.retries;
-                    let occs = sink.occupancies.unwrap_or_default();
-                    if r.is_ok() {
-                        for m in &sent.models[1..] {
-                            acc.num_egs[m.hmm] += 1;
-                        }
-                    }
-                    rs.push((r, retries, occs));
-                    u.state_ll = Vec::new();
-                    u.comp_ll = HashMap::new();
-                    if lm_none {
-                        u.feats = Vec::new();
-                    }
-                }
-                Ok((acc, rs))
-            })
-            .collect();
-        let mut per_utt = Vec::with_capacity(scored.len());
-        for res in results {
-            let (acc, rs) = res?;
-            accs.add(&acc);
-            per_utt.extend(rs);
-        }
+        let per_utt = forward_backward_batch(&ctx, &mut scored, &mut accs)?;
         // An engine gathers the mixture statistics from the state
         // occupancies: the batch's in one call, settled after the last batch.
         if let (Some(lm), Some(macc)) = (lm.as_mut(), engine_accs.as_mut()) {
             send_occupancies(lm.as_mut(), &scored, &per_utt, dim, macc)?;
         }
-        for (u, (r, retries, _)) in scored.iter().zip(per_utt) {
-            if job.trace & 1 != 0 {
-                println!(
-                    " Processing Data: {}; Label {}",
-                    base_name(&u.datafn),
-                    base_name(&u.labfn)
-                );
-                for b in &retries {
-                    println!("Retrying Beta pass at {b:5.1}");
-                }
-            }
-            match r {
-                Ok(pr) => {
-                    if job.trace & 1 != 0 {
-                        println!(
-                            " Utterance prob per frame = {}",
-                            amtool_formats::htk::cfmt::fmt_e(pr / u.frames as f64)
-                        );
-                    }
-                    accs.total_pr += pr;
-                    accs.total_frames += u.frames as u64;
-                }
-                Err(f) => {
-                    if job.trace & 1 != 0 {
-                        match f {
-                            FbFailure::TooShort { states, frames } => {
-                                println!(" Unable to traverse {states} states in {frames} frames")
-                            }
-                            FbFailure::Pruned => println!(" No path found in beta pass"),
-                        }
-                    }
-                    eprintln!(
-                        "WARNING [-7324]  StepBack: File {} - bad data or over pruning",
-                        u.datafn
-                    );
-                    skipped.push(u.datafn.clone());
-                }
-            }
-        }
+        report_batch(job, &scored, per_utt, &mut accs, &mut skipped);
     }
     if let (Some(lm), Some(macc)) = (lm.as_mut(), engine_accs.as_mut()) {
         lm.settle(macc)?;
     }
     if let Some(macc) = &engine_accs {
-        add_engine_stats(&set, &model, &offset, macc, job.flags, &mut accs);
-    }
-    if let Some(n) = job.par_mode {
-        let dir = job.out_dir.clone().unwrap_or_else(|| PathBuf::from("."));
-        let path = dir.join(format!("HER{n}.acc"));
-        let bytes = super::accfile::write(&set, &accs, job.flags, binary_acc);
-        crate::train::io::write_output(&path.display().to_string(), &bytes)?;
-        return Ok(HerestOutcome {
+        add_engine_stats(
             set,
-            accs,
-            report: UpdateReport::default(),
-            skipped,
-            written: vec![path],
-            updated: false,
-        });
+            &models.model,
+            &models.offset,
+            macc,
+            job.flags,
+            &mut accs,
+        );
     }
-    finish(job, (set, num_mmfs), accs, skipped, map_tau, true)
+    Ok((accs, skipped))
+}
+
+/// The engine statistics HERest's update flags need.
+fn engine_flags(f: HtkUpdate) -> crate::stats::accumulators::UpdateFlags {
+    crate::stats::accumulators::UpdateFlags {
+        means: f.means || f.vars,
+        variances: f.vars,
+        weights: f.weights,
+        transitions: false,
+    }
+}
+
+/// What every utterance's forward-backward of a pass reads.
+struct FbContext<'a> {
+    job: &'a HerestJob,
+    set: &'a HmmSet,
+    models: &'a PassModels,
+    table: &'a HmmTable,
+    inv_var: Vec<Vec<f32>>,
+    multi_mix: bool,
+    /// Whether an engine scores (else HTK's own arithmetic).
+    engine: bool,
+}
+
+/// An utterance's labels and features, checked against the set.
+fn read_utterance(ctx: &FbContext<'_>, opts: &PassOptions, datafn: &str) -> Result<Scored> {
+    let job = ctx.job;
+    let model = &ctx.models.model.model;
+    let dim = model.dim;
+    let labfn = label_file_name(datafn, job.lab_dir.as_deref(), &job.lab_ext);
+    let labels = load_labels(&opts.mlfs, &labfn)?;
+    let pf = ParamFile::open(datafn)?;
+    let strip = |k: ParmKind| k.without(HASCOMPX | HASCRCC);
+    if let Some(w) = opts.want {
+        if strip(pf.kind) != strip(w) {
+            return Err(Error::Mismatch(format!(
+                "{datafn}: parameter kind {} differs from the HMM set's {} \
+                 (feature conversion is not supported: code the features with HCopy)",
+                pf.kind, w
+            )));
+        }
+    }
+    if pf.ncols != dim {
+        return Err(Error::Mismatch(format!(
+            "{datafn}: vector size {} is incompatible with the HMM set's {dim}",
+            pf.ncols
+        )));
+    }
+    let feats = pf.to_f32();
+    let moved = if ctx.engine {
+        feats
+            .chunks(dim)
+            .flat_map(|x| x.iter().zip(&ctx.models.offset).map(|(a, b)| a - b))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Ok(Scored {
+        datafn: datafn.to_string(),
+        labfn,
+        labels,
+        feats,
+        moved,
+        frames: pf.n_frames(),
+        state_ll: Vec::new(),
+        stride: model.num_states(),
+        col: (0..model.num_states() as u32).collect(),
+        comp_ll: HashMap::new(),
+    })
+}
+
+/// Forward-backward of a batch's utterances in fixed chunks, each chunk
+/// summed in order into its own accumulators and the chunks added into
+/// `accs` in order: the result does not depend on the number of threads.
+fn forward_backward_batch(
+    ctx: &FbContext<'_>,
+    scored: &mut [Scored],
+    accs: &mut HerestAccs,
+) -> Result<Vec<UttOut>> {
+    type ChunkOut = (HerestAccs, Vec<UttOut>);
+    let results: Vec<Result<ChunkOut>> = scored
+        .par_chunks_mut(CHUNK)
+        .map(|chunk| {
+            let mut acc = HerestAccs::zeros(ctx.set);
+            let rs = chunk
+                .iter_mut()
+                .map(|u| utterance_fb(ctx, u, &mut acc))
+                .collect::<Result<Vec<_>>>()?;
+            Ok((acc, rs))
+        })
+        .collect();
+    let mut per_utt = Vec::with_capacity(scored.len());
+    for res in results {
+        let (acc, rs) = res?;
+        accs.add(&acc);
+        per_utt.extend(rs);
+    }
+    Ok(per_utt)
+}
+
+/// One utterance's forward-backward into `acc` (its output probabilities
+/// from HTK's scorer here, or the engine's already in `u`); frees what it
+/// no longer needs of `u`.
+fn utterance_fb(ctx: &FbContext<'_>, u: &mut Scored, acc: &mut HerestAccs) -> Result<UttOut> {
+    let (job, models) = (ctx.job, ctx.models);
+    let model = &models.model;
+    let dim = model.model.dim;
+    let sent = Sentence::new(ctx.table, &u.labels, &u.labfn)?;
+    if !ctx.engine {
+        let states = sentence_states(&sent);
+        u.col = vec![u32::MAX; model.model.num_states()];
+        for (k, &ms) in states.iter().enumerate() {
+            u.col[ms] = k as u32;
+        }
+        u.stride = states.len();
+        u.state_ll = vec![0f32; u.frames * states.len()];
+        super::score::score(
+            &models.scoring,
+            model,
+            &ctx.inv_var,
+            &models.log_wt,
+            &u.feats,
+            dim,
+            &states,
+            &mut u.state_ll,
+            &mut u.comp_ll,
+        );
+    }
+    let op = OutProbs {
+        state_ll: &u.state_ll,
+        stride: u.stride,
+        col: &u.col,
+    };
+    let mut sink = AccSink {
+        set: ctx.set,
+        model,
+        sent: &sent,
+        u: job.flags,
+        min_fp: job.prune.min_forward_prob,
+        feats: &u.feats,
+        dim,
+        comp_ll: &u.comp_ll,
+        acc,
+        retries: Vec::new(),
+        occupancies: ctx.engine.then(Vec::new),
+    };
+    // Statistics reach the sink only once the beta pass has succeeded, so a
+    // skipped utterance adds nothing.
+    let r = forward_backward(
+        &sent,
+        &op,
+        u.frames,
+        &job.prune,
+        ctx.multi_mix && !ctx.engine,
+        &mut sink,
+    );
+    let retries = sink.retries;
+    let occs = sink.occupancies.unwrap_or_default();
+    if r.is_ok() {
+        for m in &sent.models[1..] {
+            acc.num_egs[m.hmm] += 1;
+        }
+    }
+    u.state_ll = Vec::new();
+    u.comp_ll = HashMap::new();
+    if !ctx.engine {
+        u.feats = Vec::new();
+    }
+    Ok((r, retries, occs))
+}
+
+/// HERest's lines for a batch's utterances (`-T 1`), their log
+/// probabilities and frames into `accs`, and the ones skipped.
+fn report_batch(
+    job: &HerestJob,
+    scored: &[Scored],
+    per_utt: Vec<UttOut>,
+    accs: &mut HerestAccs,
+    skipped: &mut Vec<String>,
+) {
+    let trace = job.trace & 1 != 0;
+    for (u, (r, retries, _)) in scored.iter().zip(per_utt) {
+        if trace {
+            println!(
+                " Processing Data: {}; Label {}",
+                base_name(&u.datafn),
+                base_name(&u.labfn)
+            );
+            for b in &retries {
+                println!("Retrying Beta pass at {b:5.1}");
+            }
+        }
+        match r {
+            Ok(pr) => {
+                if trace {
+                    println!(
+                        " Utterance prob per frame = {}",
+                        amtool_formats::htk::cfmt::fmt_e(pr / u.frames as f64)
+                    );
+                }
+                accs.total_pr += pr;
+                accs.total_frames += u.frames as u64;
+            }
+            Err(f) => {
+                if trace {
+                    match f {
+                        FbFailure::TooShort { states, frames } => {
+                            println!(" Unable to traverse {states} states in {frames} frames")
+                        }
+                        FbFailure::Pruned => println!(" No path found in beta pass"),
+                    }
+                }
+                eprintln!(
+                    "WARNING [-7324]  StepBack: File {} - bad data or over pruning",
+                    u.datafn
+                );
+                skipped.push(u.datafn.clone());
+            }
+        }
+    }
 }
 
 /// Update and save (`round_trip`: the set went through HERest's
