@@ -6,7 +6,7 @@
 //! by `varFloorN` (or `-v`), weights below `MINMIX` zeroed and floored by `-w`,
 //! and the `<GCONST>`s of updated HMMs recomputed.
 
-use amtool_formats::htk::mmf::{htk_hash, Covariance, HmmSet, TriMat, MINMIX};
+use amtool_formats::htk::mmf::{htk_hash, Covariance, Hmm, HmmSet, TriMat, MINMIX};
 
 use super::accs::{HerestAccs, HtkUpdate};
 
@@ -56,34 +56,11 @@ pub fn variance_floor(set: &HmmSet, min_var: f32) -> Vec<f32> {
 
 /// Apply the accumulators to `set` with HERest's rules.
 pub fn ml_update(set: &mut HmmSet, accs: &HerestAccs, st: &UpdateSettings) -> UpdateReport {
-    let mut rep = UpdateReport::default();
-    let u = st.flags;
-    let vfloor = variance_floor(set, st.min_var);
-    let max_m = set
-        .states
-        .iter()
-        .map(|s| s.streams[0].num_mixes)
-        .max()
-        .unwrap_or(1);
-    // GetUse(cov.var): how many Gaussians reference each variance/covariance.
-    let mut var_use = vec![0usize; set.variances.len()];
-    let mut cov_use = vec![0usize; set.covars.len()];
-    for p in &set.pdfs {
-        match p.cov {
-            Covariance::Diag(v) => var_use[v] += 1,
-            Covariance::InvCovar(c) => cov_use[c] += 1,
-            _ => {}
-        }
-    }
-    let mut done_trans = vec![false; set.transps.len()];
-    let mut done_wt = vec![false; set.states.len()];
-    let mut done_mean = vec![false; set.means.len()];
-    let mut done_var = vec![false; set.variances.len()];
-    let mut done_cov = vec![false; set.covars.len()];
-    for (px, (h, name)) in scan_order(set).into_iter().enumerate() {
+    let mut up = MlUpdate::new(set, accs, st);
+    for (px, (h, name)) in scan_order(up.set).into_iter().enumerate() {
         let n = accs.num_egs[h];
         if n < st.min_egs {
-            rep.warnings.push(format!(
+            up.rep.warnings.push(format!(
                 "WARNING [-2331]  UpdateModels: {name}[{}] copied: only {n} egs",
                 px + 1
             ));
@@ -91,188 +68,315 @@ pub fn ml_update(set: &mut HmmSet, accs: &HerestAccs, st: &UpdateSettings) -> Up
         if !(n >= st.min_egs && n > 0) {
             continue;
         }
-        let hmm = set.hmms[h].clone();
-        if u.trans && !done_trans[hmm.transp] {
-            done_trans[hmm.transp] = true;
-            let ta = &accs.trans[hmm.transp];
-            let nn = hmm.num_states;
-            let tp = &mut set.transps[hmm.transp];
-            for i in 1..nn {
-                let occi = ta.occ[i] as f32;
-                if occi > 0.0 {
-                    for j in 2..=nn {
-                        let x = ta.tran[i * (nn + 1) + j] as f32 / occi;
-                        tp.probs[(i - 1) * nn + (j - 1)] =
-                            if (x as f64) > 2.45e-308 { x } else { 0.0 };
-                    }
-                } else {
-                    rep.warnings.push(format!(
-                        "WARNING [-2326]  UpdateTrans: Model {}[{name}]: no transitions out of state {i}",
-                        px + 1
-                    ));
-                }
+        let hmm = up.set.hmms[h].clone();
+        let at = Visit { px, name: &name };
+        if st.flags.trans {
+            up.trans(&hmm, &at);
+        }
+        if up.max_m > 1 && st.flags.weights {
+            up.weights(&hmm, &at);
+        }
+        // UpdateVars, then UpdateMeans (the variance needs the mean shift).
+        if st.flags.vars {
+            up.vars(&hmm, &at);
+        }
+        if st.flags.means {
+            up.means(&hmm, &at);
+        }
+        if st.flags.means || st.flags.vars {
+            up.gconsts(&hmm);
+        }
+    }
+    up.rep
+}
+
+/// The HMM being updated, for the warnings: its place in the scan order
+/// and its name.
+struct Visit<'a> {
+    px: usize,
+    name: &'a str,
+}
+
+/// One `MLUpdateModels`: the set, its accumulators, and which shared
+/// objects were updated already (each is updated once, by the first HMM
+/// that reaches it).
+struct MlUpdate<'a> {
+    set: &'a mut HmmSet,
+    accs: &'a HerestAccs,
+    st: &'a UpdateSettings,
+    rep: UpdateReport,
+    vfloor: Vec<f32>,
+    /// The most mixtures of any state (weights are updated only when > 1).
+    max_m: usize,
+    /// GetUse(cov.var): how many Gaussians reference each variance/covariance.
+    var_use: Vec<usize>,
+    cov_use: Vec<usize>,
+    done_trans: Vec<bool>,
+    done_wt: Vec<bool>,
+    done_mean: Vec<bool>,
+    done_var: Vec<bool>,
+    done_cov: Vec<bool>,
+}
+
+impl<'a> MlUpdate<'a> {
+    fn new(set: &'a mut HmmSet, accs: &'a HerestAccs, st: &'a UpdateSettings) -> Self {
+        let vfloor = variance_floor(set, st.min_var);
+        let max_m = set
+            .states
+            .iter()
+            .map(|s| s.streams[0].num_mixes)
+            .max()
+            .unwrap_or(1);
+        let mut var_use = vec![0usize; set.variances.len()];
+        let mut cov_use = vec![0usize; set.covars.len()];
+        for p in &set.pdfs {
+            match p.cov {
+                Covariance::Diag(v) => var_use[v] += 1,
+                Covariance::InvCovar(c) => cov_use[c] += 1,
+                _ => {}
             }
         }
+        MlUpdate {
+            done_trans: vec![false; set.transps.len()],
+            done_wt: vec![false; set.states.len()],
+            done_mean: vec![false; set.means.len()],
+            done_var: vec![false; set.variances.len()],
+            done_cov: vec![false; set.covars.len()],
+            set,
+            accs,
+            st,
+            rep: UpdateReport::default(),
+            vfloor,
+            max_m,
+            var_use,
+            cov_use,
+        }
+    }
+
+    fn warn(&mut self, w: String) {
+        self.rep.warnings.push(w);
+    }
+
+    /// UpdateTrans.
+    fn trans(&mut self, hmm: &Hmm, at: &Visit<'_>) {
+        if self.done_trans[hmm.transp] {
+            return;
+        }
+        self.done_trans[hmm.transp] = true;
+        let accs = self.accs;
+        let ta = &accs.trans[hmm.transp];
+        let nn = hmm.num_states;
+        for i in 1..nn {
+            let occi = ta.occ[i] as f32;
+            if occi > 0.0 {
+                let tp = &mut self.set.transps[hmm.transp];
+                for j in 2..=nn {
+                    let x = ta.tran[i * (nn + 1) + j] as f32 / occi;
+                    tp.probs[(i - 1) * nn + (j - 1)] = if (x as f64) > 2.45e-308 { x } else { 0.0 };
+                }
+            } else {
+                self.warn(format!(
+                    "WARNING [-2326]  UpdateTrans: Model {}[{}]: no transitions out of state {i}",
+                    at.px + 1,
+                    at.name
+                ));
+            }
+        }
+    }
+
+    /// UpdateWeights of each state not updated yet.
+    fn weights(&mut self, hmm: &Hmm, at: &Visit<'_>) {
         for (si, &s) in hmm.states.iter().enumerate() {
-            if max_m > 1 && u.weights && !done_wt[s] {
-                done_wt[s] = true;
-                let wa = &accs.weight[s];
-                let occi = wa.occ as f32;
-                if occi > 0.0 {
-                    let mix = &mut set.states[s].streams[0].mixtures;
-                    for (m, me) in mix.iter_mut().enumerate() {
-                        let mut x = wa.c[m] as f32 / occi;
-                        if x > 1.0 {
-                            x = 1.0;
-                        }
-                        me.weight = if x > MINMIX { x } else { 0.0 };
+            if self.done_wt[s] {
+                continue;
+            }
+            self.done_wt[s] = true;
+            let accs = self.accs;
+            let wa = &accs.weight[s];
+            let occi = wa.occ as f32;
+            if occi > 0.0 {
+                let mix = &mut self.set.states[s].streams[0].mixtures;
+                for (m, me) in mix.iter_mut().enumerate() {
+                    let mut x = wa.c[m] as f32 / occi;
+                    if x > 1.0 {
+                        x = 1.0;
                     }
-                    if st.mix_floor > 0.0 {
-                        floor_mixes(
-                            mix.iter_mut().map(|m| &mut m.weight).collect(),
-                            st.mix_floor,
-                        );
-                    }
-                } else {
-                    rep.warnings.push(format!(
-                        "WARNING [-2330]  UpdateWeights: Model {}[{name}]: no use of mixtures in {}.1",
-                        px + 1,
-                        si + 2
-                    ));
+                    me.weight = if x > MINMIX { x } else { 0.0 };
                 }
+                if self.st.mix_floor > 0.0 {
+                    floor_mixes(
+                        mix.iter_mut().map(|m| &mut m.weight).collect(),
+                        self.st.mix_floor,
+                    );
+                }
+            } else {
+                self.warn(format!(
+                    "WARNING [-2330]  UpdateWeights: Model {}[{}]: no use of mixtures in {}.1",
+                    at.px + 1,
+                    at.name,
+                    si + 2
+                ));
             }
         }
+    }
+
+    /// UpdateVars: every used mixture's variance or covariance not updated
+    /// yet, around its mean as it will be updated (unless shared).
+    fn vars(&mut self, hmm: &Hmm, at: &Visit<'_>) {
         for (si, &s) in hmm.states.iter().enumerate() {
-            let mixes = set.states[s].streams[0].mixtures.clone();
-            // UpdateVars, then UpdateMeans (the variance needs the mean shift).
-            if u.vars {
-                for (m, me) in mixes.iter().enumerate() {
-                    if me.weight <= MINMIX {
-                        continue;
-                    }
-                    let pdf = set.pdfs[me.pdf].clone();
-                    let ma = (!done_mean[pdf.mean]).then(|| &accs.mean[pdf.mean]);
-                    let shift = |k: usize, shared: bool| -> f32 {
-                        match ma {
-                            Some(ma) if !shared => (ma.sum[k] as f32) / (ma.occ as f32),
-                            _ => 0.0,
-                        }
-                    };
-                    match pdf.cov {
-                        Covariance::Diag(v) if !done_var[v] => {
-                            done_var[v] = true;
-                            let va = &accs.var[v];
-                            let occ = va.occ as f32;
-                            if occ > 0.0 {
-                                let shared =
-                                    var_use[v] > 1 || ma.map_or(true, |a| a.occ <= 0.0) || !u.means;
-                                let mut floored = false;
-                                for k in 0..va.sum.len() {
-                                    let d = shift(k, shared);
-                                    let mut x = va.sum[k] as f32 / occ - d * d;
-                                    if x < vfloor[k] {
-                                        x = vfloor[k];
-                                        rep.floored_elements += 1;
-                                        floored = true;
-                                    }
-                                    set.variances[v][k] = x;
-                                }
-                                rep.floored_mixes += floored as usize;
-                            } else {
-                                rep.warnings.push(format!(
-                                    "WARNING [-2330]  UpdateVars: Model {}[{name}]: no use of variance {}.1.{}",
-                                    px + 1,
-                                    si + 2,
-                                    m + 1
-                                ));
-                            }
-                        }
-                        Covariance::InvCovar(c) if !done_cov[c] => {
-                            done_cov[c] = true;
-                            let va = &accs.covar[c];
-                            let occ = va.occ as f32;
-                            if occ > 0.0 {
-                                let shared =
-                                    cov_use[c] > 1 || ma.map_or(true, |a| a.occ <= 0.0) || !u.means;
-                                let dim = set.means[pdf.mean].len();
-                                let mut cov = vec![0f64; dim * (dim + 1) / 2];
-                                let mut floored = false;
-                                let mut idx = 0;
-                                for k in 0..dim {
-                                    let dk = shift(k, shared);
-                                    for l in 0..=k {
-                                        let dl = shift(l, shared);
-                                        let mut x = va.sum[idx] as f32 / occ - dk * dl;
-                                        if k == l && x < vfloor[k] {
-                                            x = vfloor[k];
-                                            rep.floored_elements += 1;
-                                            floored = true;
-                                        }
-                                        cov[idx] = x as f64;
-                                        idx += 1;
-                                    }
-                                }
-                                rep.floored_mixes += floored as usize;
-                                if let Some(inv) = crate::stats::linalg::sp_invert(&cov, dim) {
-                                    let mut upper = Vec::with_capacity(inv.len());
-                                    for i in 0..dim {
-                                        for j in i..dim {
-                                            upper.push(inv[j * (j + 1) / 2 + i] as f32);
-                                        }
-                                    }
-                                    set.covars[c] = TriMat { n: dim, upper };
-                                } else {
-                                    rep.warnings.push(format!(
-                                        "WARNING  UpdateVars: Model {}[{name}]: covariance {}.1.{} not positive definite; kept",
-                                        px + 1,
-                                        si + 2,
-                                        m + 1
-                                    ));
-                                }
-                            }
-                        }
-                        _ => {}
-                    }
+            let mixes = self.set.states[s].streams[0].mixtures.clone();
+            for (m, me) in mixes.iter().enumerate() {
+                if me.weight <= MINMIX {
+                    continue;
                 }
-            }
-        }
-        for (si, &s) in hmm.states.iter().enumerate() {
-            let mixes = set.states[s].streams[0].mixtures.clone();
-            if u.means {
-                for (m, me) in mixes.iter().enumerate() {
-                    let mean = set.pdfs[me.pdf].mean;
-                    if me.weight <= MINMIX || done_mean[mean] {
-                        continue;
+                let pdf = self.set.pdfs[me.pdf].clone();
+                let which = format!("{}.1.{}", si + 2, m + 1);
+                match pdf.cov {
+                    Covariance::Diag(v) if !self.done_var[v] => {
+                        self.done_var[v] = true;
+                        self.diag_var(v, pdf.mean, at, &which);
                     }
-                    done_mean[mean] = true;
-                    let ma = &accs.mean[mean];
-                    let occ = ma.occ as f32;
-                    if occ > 0.0 {
-                        for k in 0..ma.sum.len() {
-                            set.means[mean][k] += ma.sum[k] as f32 / occ;
-                        }
-                    } else {
-                        rep.warnings.push(format!(
-                            "WARNING [-2330]  UpdateMeans: Model {}[{name}]: no use of mean {}.1.{}",
-                            px + 1,
-                            si + 2,
-                            m + 1
-                        ));
+                    Covariance::InvCovar(c) if !self.done_cov[c] => {
+                        self.done_cov[c] = true;
+                        self.inv_covar(c, pdf.mean, at, &which);
                     }
-                }
-            }
-        }
-        if u.means || u.vars {
-            for &s in &hmm.states {
-                for me in set.states[s].streams[0].mixtures.clone() {
-                    if let Some(g) = set.compute_gconst(me.pdf) {
-                        set.pdfs[me.pdf].gconst = Some(g);
-                    }
+                    _ => {}
                 }
             }
         }
     }
-    rep
+
+    /// The mean shift of element k (the update the mean will get), or 0
+    /// where the variance is shared, the mean is updated already or unused,
+    /// or means are not updated.
+    fn shift(&self, mean: usize, shared: bool, k: usize) -> f32 {
+        if shared || self.done_mean[mean] {
+            return 0.0;
+        }
+        let ma = &self.accs.mean[mean];
+        (ma.sum[k] as f32) / (ma.occ as f32)
+    }
+
+    /// Whether a variance used `uses` times is updated around its own
+    /// Gaussian's mean shift (HERest: not when shared, or the mean is not
+    /// updated).
+    fn shared(&self, uses: usize, mean: usize) -> bool {
+        let unused = self.done_mean[mean] || self.accs.mean[mean].occ <= 0.0;
+        uses > 1 || unused || !self.st.flags.means
+    }
+
+    fn diag_var(&mut self, v: usize, mean: usize, at: &Visit<'_>, which: &str) {
+        let accs = self.accs;
+        let va = &accs.var[v];
+        let occ = va.occ as f32;
+        if occ <= 0.0 {
+            self.warn(format!(
+                "WARNING [-2330]  UpdateVars: Model {}[{}]: no use of variance {which}",
+                at.px + 1,
+                at.name
+            ));
+            return;
+        }
+        let shared = self.shared(self.var_use[v], mean);
+        let mut floored = false;
+        for k in 0..va.sum.len() {
+            let d = self.shift(mean, shared, k);
+            let mut x = va.sum[k] as f32 / occ - d * d;
+            if x < self.vfloor[k] {
+                x = self.vfloor[k];
+                self.rep.floored_elements += 1;
+                floored = true;
+            }
+            self.set.variances[v][k] = x;
+        }
+        self.rep.floored_mixes += floored as usize;
+    }
+
+    fn inv_covar(&mut self, c: usize, mean: usize, at: &Visit<'_>, which: &str) {
+        let accs = self.accs;
+        let va = &accs.covar[c];
+        let occ = va.occ as f32;
+        if occ <= 0.0 {
+            return;
+        }
+        let shared = self.shared(self.cov_use[c], mean);
+        let dim = self.set.means[mean].len();
+        let mut cov = vec![0f64; dim * (dim + 1) / 2];
+        let mut floored = false;
+        let mut idx = 0;
+        for k in 0..dim {
+            let dk = self.shift(mean, shared, k);
+            for l in 0..=k {
+                let dl = self.shift(mean, shared, l);
+                let mut x = va.sum[idx] as f32 / occ - dk * dl;
+                if k == l && x < self.vfloor[k] {
+                    x = self.vfloor[k];
+                    self.rep.floored_elements += 1;
+                    floored = true;
+                }
+                cov[idx] = x as f64;
+                idx += 1;
+            }
+        }
+        self.rep.floored_mixes += floored as usize;
+        match crate::stats::linalg::sp_invert(&cov, dim) {
+            Some(inv) => {
+                let mut upper = Vec::with_capacity(inv.len());
+                for i in 0..dim {
+                    for j in i..dim {
+                        upper.push(inv[j * (j + 1) / 2 + i] as f32);
+                    }
+                }
+                self.set.covars[c] = TriMat { n: dim, upper };
+            }
+            None => self.warn(format!(
+                "WARNING  UpdateVars: Model {}[{}]: covariance {which} not positive definite; kept",
+                at.px + 1,
+                at.name
+            )),
+        }
+    }
+
+    /// UpdateMeans of every used mixture's mean not updated yet.
+    fn means(&mut self, hmm: &Hmm, at: &Visit<'_>) {
+        for (si, &s) in hmm.states.iter().enumerate() {
+            let mixes = self.set.states[s].streams[0].mixtures.clone();
+            for (m, me) in mixes.iter().enumerate() {
+                let mean = self.set.pdfs[me.pdf].mean;
+                if me.weight <= MINMIX || self.done_mean[mean] {
+                    continue;
+                }
+                self.done_mean[mean] = true;
+                let accs = self.accs;
+                let ma = &accs.mean[mean];
+                let occ = ma.occ as f32;
+                if occ > 0.0 {
+                    for k in 0..ma.sum.len() {
+                        self.set.means[mean][k] += ma.sum[k] as f32 / occ;
+                    }
+                } else {
+                    self.warn(format!(
+                        "WARNING [-2330]  UpdateMeans: Model {}[{}]: no use of mean {}.1.{}",
+                        at.px + 1,
+                        at.name,
+                        si + 2,
+                        m + 1
+                    ));
+                }
+            }
+        }
+    }
+
+    /// The `<GCONST>`s of the HMM's Gaussians, recomputed.
+    fn gconsts(&mut self, hmm: &Hmm) {
+        for &s in &hmm.states {
+            for me in self.set.states[s].streams[0].mixtures.clone() {
+                if let Some(g) = self.set.compute_gconst(me.pdf) {
+                    self.set.pdfs[me.pdf].gconst = Some(g);
+                }
+            }
+        }
+    }
 }
 
 /// HERest's FloorMixes.
