@@ -817,12 +817,7 @@ pub fn stat_report(set: &HmmSet, accs: &HerestAccs) -> String {
 /// The lines HERest -T 1 prints before the first utterance.
 fn header(job: &HerestJob, set: &HmmSet, logical: usize) -> String {
     let u = job.flags;
-    let max_m = set
-        .states
-        .iter()
-        .map(|s| s.streams[0].num_mixes)
-        .max()
-        .unwrap_or(1);
+    let max_m = super::update::max_mixes(set);
     let mut s = format!("HERest  {} Updating: ", if u.map { "MAP" } else { "ML" });
     for (on, name) in [
         (u.trans, "Transitions "),

@@ -46,6 +46,15 @@ pub fn scan_order(set: &HmmSet) -> Vec<(usize, String)> {
     v.into_iter().map(|(_, _, h, n)| (h, n)).collect()
 }
 
+/// The most mixtures of any state of the set (HERest's maxM).
+pub fn max_mixes(set: &HmmSet) -> usize {
+    set.states
+        .iter()
+        .map(|s| s.streams[0].num_mixes)
+        .max()
+        .unwrap_or(1)
+}
+
 /// The variance floor vector of stream 1: the `varFloor1` macro, else `-v`.
 pub fn variance_floor(set: &HmmSet, min_var: f32) -> Vec<f32> {
     match set.find_macro(b'v', "varFloor1") {
@@ -121,12 +130,7 @@ struct MlUpdate<'a> {
 impl<'a> MlUpdate<'a> {
     fn new(set: &'a mut HmmSet, accs: &'a HerestAccs, st: &'a UpdateSettings) -> Self {
         let vfloor = variance_floor(set, st.min_var);
-        let max_m = set
-            .states
-            .iter()
-            .map(|s| s.streams[0].num_mixes)
-            .max()
-            .unwrap_or(1);
+        let max_m = max_mixes(set);
         let mut var_use = vec![0usize; set.variances.len()];
         let mut cov_use = vec![0usize; set.covars.len()];
         for p in &set.pdfs {
