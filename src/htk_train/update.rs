@@ -65,7 +65,7 @@ pub fn variance_floor(set: &HmmSet, min_var: f32) -> Vec<f32> {
 
 /// Apply the accumulators to `set` with HERest's rules.
 pub fn ml_update(set: &mut HmmSet, accs: &HerestAccs, st: &UpdateSettings) -> UpdateReport {
-    let mut up = MlUpdate::new(set, accs, st);
+    let mut up = MlUpdate::new(set, accs, st, st.min_var);
     for (px, (h, name)) in scan_order(up.set).into_iter().enumerate() {
         let n = accs.num_egs[h];
         if n < st.min_egs {
@@ -128,8 +128,15 @@ struct MlUpdate<'a> {
 }
 
 impl<'a> MlUpdate<'a> {
-    fn new(set: &'a mut HmmSet, accs: &'a HerestAccs, st: &'a UpdateSettings) -> Self {
-        let vfloor = variance_floor(set, st.min_var);
+    /// `min_var`: the variance floor where the set has no `varFloor1`
+    /// (ML: `-v`; MAP: none).
+    fn new(
+        set: &'a mut HmmSet,
+        accs: &'a HerestAccs,
+        st: &'a UpdateSettings,
+        min_var: f32,
+    ) -> Self {
+        let vfloor = variance_floor(set, min_var);
         let max_m = max_mixes(set);
         let mut var_use = vec![0usize; set.variances.len()];
         let mut cov_use = vec![0usize; set.covars.len()];
@@ -453,130 +460,130 @@ pub fn htk_round_trip(set: &mut HmmSet) {
 /// between the prior (the current model) and the statistics; transitions are
 /// not supported by HMap. HMAP's own `MINEGS` (0) applies, not `-m`.
 pub fn map_update(set: &mut HmmSet, accs: &HerestAccs, st: &UpdateSettings) -> UpdateReport {
-    let mut rep = UpdateReport::default();
-    let u = st.flags;
-    let tau = st.map_tau as f32;
-    let vfloor = variance_floor(set, 0.0);
-    let max_m = set
-        .states
-        .iter()
-        .map(|s| s.streams[0].num_mixes)
-        .max()
-        .unwrap_or(1);
-    let vsize = set.options.vec_size as f32;
-    let mut var_use = vec![0usize; set.variances.len()];
-    for p in &set.pdfs {
-        if let Covariance::Diag(v) = p.cov {
-            var_use[v] += 1;
-        }
-    }
-    let mut done_wt = vec![false; set.states.len()];
-    let mut done_mean = vec![false; set.means.len()];
-    let mut done_var = vec![false; set.variances.len()];
-    for (h, _name) in scan_order(set) {
-        let n = accs.num_egs[h];
-        if n == 0 {
+    let mut up = MlUpdate::new(set, accs, st, 0.0);
+    for (h, _name) in scan_order(up.set) {
+        if accs.num_egs[h] == 0 {
             continue;
         }
-        let hmm = set.hmms[h].clone();
-        if max_m > 1 && u.weights {
-            for &s in &hmm.states {
-                if std::mem::replace(&mut done_wt[s], true) {
-                    continue;
-                }
-                let wa = &accs.weight[s];
-                let occi = wa.occ as f32;
-                if occi <= 0.0 {
-                    continue;
-                }
-                let mix = &mut set.states[s].streams[0].mixtures;
-                let prior = |w: f32| (w * vsize * tau - 1.0).max(0.0);
-                let denom: f32 = mix.iter().map(|m| prior(m.weight)).sum();
-                for (k, me) in mix.iter_mut().enumerate() {
-                    let x = (prior(me.weight) + wa.c[k] as f32) / (denom + occi);
-                    me.weight = x.min(1.0);
-                }
-                if st.mix_floor > 0.0 {
-                    floor_mixes(
-                        mix.iter_mut().map(|m| &mut m.weight).collect(),
-                        st.mix_floor,
-                    );
-                }
-                let sum: f32 = mix.iter().map(|m| m.weight).sum();
-                mix.iter_mut().for_each(|m| m.weight /= sum);
-            }
+        let hmm = up.set.hmms[h].clone();
+        if up.max_m > 1 && st.flags.weights {
+            up.map_weights(&hmm);
         }
-        if u.vars {
-            for &s in &hmm.states {
-                for me in set.states[s].streams[0].mixtures.clone() {
-                    if me.weight <= MINMIX {
-                        continue;
-                    }
-                    let pdf = set.pdfs[me.pdf].clone();
-                    let Covariance::Diag(v) = pdf.cov else {
-                        continue;
+        if st.flags.vars {
+            up.map_vars(&hmm);
+        }
+        if st.flags.means {
+            up.map_means(&hmm);
+        }
+        if st.flags.means || st.flags.vars {
+            up.gconsts(&hmm);
+        }
+    }
+    up.rep
+}
+
+/// HMap's rules (`-u p`, MAPTAU τ), on the same bookkeeping as the ML update.
+impl MlUpdate<'_> {
+    /// Mixture weights: the prior max(0, w·vsize·τ − 1) plus the counts,
+    /// floored (`-w`) and renormalised.
+    fn map_weights(&mut self, hmm: &Hmm) {
+        let tau = self.st.map_tau as f32;
+        let vsize = self.set.options.vec_size as f32;
+        for &s in &hmm.states {
+            if std::mem::replace(&mut self.done_wt[s], true) {
+                continue;
+            }
+            let accs = self.accs;
+            let wa = &accs.weight[s];
+            let occi = wa.occ as f32;
+            if occi <= 0.0 {
+                continue;
+            }
+            let mix = &mut self.set.states[s].streams[0].mixtures;
+            let prior = |w: f32| (w * vsize * tau - 1.0).max(0.0);
+            let denom: f32 = mix.iter().map(|m| prior(m.weight)).sum();
+            for (k, me) in mix.iter_mut().enumerate() {
+                let x = (prior(me.weight) + wa.c[k] as f32) / (denom + occi);
+                me.weight = x.min(1.0);
+            }
+            if self.st.mix_floor > 0.0 {
+                floor_mixes(
+                    mix.iter_mut().map(|m| &mut m.weight).collect(),
+                    self.st.mix_floor,
+                );
+            }
+            let sum: f32 = mix.iter().map(|m| m.weight).sum();
+            mix.iter_mut().for_each(|m| m.weight /= sum);
+        }
+    }
+
+    /// Diagonal variances: (τ·σ² + Σγx² − d) / (τ + γ), d the MAP mean's
+    /// shift term (0 where the variance is shared), floored.
+    fn map_vars(&mut self, hmm: &Hmm) {
+        let tau = self.st.map_tau as f32;
+        for &s in &hmm.states {
+            for me in self.set.states[s].streams[0].mixtures.clone() {
+                if me.weight <= MINMIX {
+                    continue;
+                }
+                let pdf = self.set.pdfs[me.pdf].clone();
+                let Covariance::Diag(v) = pdf.cov else {
+                    continue;
+                };
+                if std::mem::replace(&mut self.done_var[v], true) {
+                    continue;
+                }
+                let accs = self.accs;
+                let va = &accs.var[v];
+                let occ = va.occ as f32;
+                if occ <= 0.0 {
+                    continue;
+                }
+                let shared = self.shared(self.var_use[v], pdf.mean);
+                let ma = &accs.mean[pdf.mean];
+                let mut floored = false;
+                for k in 0..va.sum.len() {
+                    let d = if shared {
+                        0.0
+                    } else {
+                        let mu = ma.sum[k] as f32;
+                        let dmu = mu / (tau + occ);
+                        2.0 * dmu * mu - dmu * dmu * occ
                     };
-                    if std::mem::replace(&mut done_var[v], true) {
-                        continue;
+                    let var = self.set.variances[v][k];
+                    let mut x = (tau * var + va.sum[k] as f32 - d) / (tau + occ);
+                    if x < self.vfloor[k] {
+                        x = self.vfloor[k];
+                        self.rep.floored_elements += 1;
+                        floored = true;
                     }
-                    let va = &accs.var[v];
-                    let occ = va.occ as f32;
-                    if occ <= 0.0 {
-                        continue;
-                    }
-                    let ma = (!done_mean[pdf.mean]).then(|| &accs.mean[pdf.mean]);
-                    let shared = var_use[v] > 1 || ma.is_none_or(|a| a.occ <= 0.0) || !u.means;
-                    let mut floored = false;
-                    for k in 0..va.sum.len() {
-                        let d = match ma {
-                            Some(ma) if !shared => {
-                                let mu = ma.sum[k] as f32;
-                                let dmu = mu / (tau + occ);
-                                2.0 * dmu * mu - dmu * dmu * occ
-                            }
-                            _ => 0.0,
-                        };
-                        let var = set.variances[v][k];
-                        let mut x = (tau * var + va.sum[k] as f32 - d) / (tau + occ);
-                        if x < vfloor[k] {
-                            x = vfloor[k];
-                            rep.floored_elements += 1;
-                            floored = true;
-                        }
-                        set.variances[v][k] = x;
-                    }
-                    rep.floored_mixes += floored as usize;
+                    self.set.variances[v][k] = x;
                 }
+                self.rep.floored_mixes += floored as usize;
             }
         }
-        if u.means {
-            for &s in &hmm.states {
-                for me in set.states[s].streams[0].mixtures.clone() {
-                    let mean = set.pdfs[me.pdf].mean;
-                    if me.weight <= MINMIX || std::mem::replace(&mut done_mean[mean], true) {
-                        continue;
-                    }
-                    let ma = &accs.mean[mean];
-                    let occ = ma.occ as f32;
-                    if occ > 0.0 {
-                        for k in 0..ma.sum.len() {
-                            let m = set.means[mean][k];
-                            set.means[mean][k] =
-                                (m * tau + (ma.sum[k] as f32 + m * occ)) / (tau + occ);
-                        }
-                    }
+    }
+
+    /// Means: (τ·μ + Σγ(x − μ) + γ·μ) / (τ + γ).
+    fn map_means(&mut self, hmm: &Hmm) {
+        let tau = self.st.map_tau as f32;
+        for &s in &hmm.states {
+            for me in self.set.states[s].streams[0].mixtures.clone() {
+                let mean = self.set.pdfs[me.pdf].mean;
+                if me.weight <= MINMIX || std::mem::replace(&mut self.done_mean[mean], true) {
+                    continue;
                 }
-            }
-        }
-        if u.means || u.vars {
-            for &s in &hmm.states {
-                for me in set.states[s].streams[0].mixtures.clone() {
-                    if let Some(g) = set.compute_gconst(me.pdf) {
-                        set.pdfs[me.pdf].gconst = Some(g);
+                let accs = self.accs;
+                let ma = &accs.mean[mean];
+                let occ = ma.occ as f32;
+                if occ > 0.0 {
+                    for k in 0..ma.sum.len() {
+                        let m = self.set.means[mean][k];
+                        self.set.means[mean][k] =
+                            (m * tau + (ma.sum[k] as f32 + m * occ)) / (tau + occ);
                     }
                 }
             }
         }
     }
-    rep
 }
