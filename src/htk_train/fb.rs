@@ -173,49 +173,81 @@ fn set_beta(c: &Ctx, tt: usize, thresh: f64) -> (Option<f64>, Beta) {
         beta: vec![Vec::new(); tt + 2],
     };
     beam_taper(&c.s.min_durs, qq, tt, &mut b.qlo, &mut b.qhi);
-    let mut max_p = vec![LZERO; qq + 2];
+    let mut w = BetaWalk {
+        max_p: vec![LZERO; qq + 2],
+        last_b1: LZERO,
+        lnq: 0,
+        a1n: 0.0,
+    };
     b.qhi[tt] = qq;
-    let endq = b.qlo[tt];
-    b.beta[tt] = vec![None; qq + 2];
-    let mut last_b1 = LZERO;
-    let (mut lnq, mut a1n) = (0usize, 0f64);
-    for q in (endq..=qq).rev() {
-        let nq = c.n(q);
-        let mut bq = vec![LZERO; nq + 1];
-        bq[nq] = if q == qq {
-            0.0
-        } else {
-            b.beta[tt][q + 1].as_ref().unwrap()[lnq] + a1n
-        };
-        for i in 2..nq {
-            bq[i] = c.a(q, i, nq) + bq[nq];
+    b.beta[tt] = w.last_column(c, tt, b.qlo[tt]);
+    for t in (1..tt).rev() {
+        let (endq, startq) = column_range(c, &b, t);
+        let (col, gmax) = w.column(c, &b, t, endq, startq);
+        if !prune_column(&mut b, t, col, gmax, &w.max_p, thresh, (endq, startq)) {
+            return (None, b);
         }
+    }
+    if w.last_b1 <= LSMALL {
+        return (None, b);
+    }
+    (Some(w.last_b1), b)
+}
+
+/// What SetBeta carries from one model (and column) to the next: each
+/// model's largest beta of the column, the last β(1) computed, and the
+/// exit of the model computed last (its state count and entry-exit
+/// transition).
+struct BetaWalk {
+    max_p: Vec<f64>,
+    last_b1: f64,
+    lnq: usize,
+    a1n: f64,
+}
+
+impl BetaWalk {
+    /// β(1) of model q at frame t from the rest of its column `bq`.
+    fn entry(&mut self, c: &Ctx, t: usize, q: usize, nq: usize, bq: &mut [f64]) {
         let mut x = LZERO;
         for j in 2..nq {
             let (a, y) = (c.a(q, 1, j), bq[j]);
             if a > LSMALL && y > LSMALL {
-                x = ladd(x, a + c.out(tt, q, j) + y);
+                x = ladd(x, a + c.out(t, q, j) + y);
             }
         }
         bq[1] = x;
-        last_b1 = x;
-        lnq = nq;
-        a1n = c.a(q, 1, nq);
-        b.beta[tt][q] = Some(bq);
+        self.last_b1 = x;
+        self.lnq = nq;
+        self.a1n = c.a(q, 1, nq);
     }
-    for t in (1..tt).rev() {
-        let mut gmax = LZERO;
-        let mut startq = b.qhi[t + 1];
-        let mut endq = if b.qlo[t + 1] == 1 {
-            1
-        } else if b.qlo[t] >= b.qlo[t + 1] {
-            b.qlo[t]
-        } else {
-            b.qlo[t + 1] - 1
-        };
-        while endq > 1 && c.s.min_durs[endq - 1] == 0 {
-            endq -= 1;
+
+    /// The last frame's column: models `endq..=qq`, the last one ending the
+    /// utterance.
+    fn last_column(&mut self, c: &Ctx, tt: usize, endq: usize) -> Col {
+        let qq = c.s.models.len() - 1;
+        let mut col: Col = vec![None; qq + 2];
+        for q in (endq..=qq).rev() {
+            let nq = c.n(q);
+            let mut bq = vec![LZERO; nq + 1];
+            bq[nq] = if q == qq {
+                0.0
+            } else {
+                col[q + 1].as_ref().map_or(LZERO, |v| v[self.lnq]) + self.a1n
+            };
+            for i in 2..nq {
+                bq[i] = c.a(q, i, nq) + bq[nq];
+            }
+            self.entry(c, tt, q, nq, &mut bq);
+            col[q] = Some(bq);
         }
+        col
+    }
+
+    /// Column t for models `endq..=startq` from column t + 1, and the
+    /// column's largest beta.
+    fn column(&mut self, c: &Ctx, b: &Beta, t: usize, endq: usize, startq: usize) -> (Col, f64) {
+        let qq = c.s.models.len() - 1;
+        let mut gmax = LZERO;
         let mut col: Col = vec![None; qq + 2];
         for q in (endq..=startq).rev() {
             let mut lmax = LZERO;
@@ -224,8 +256,9 @@ fn set_beta(c: &Ctx, tt: usize, thresh: f64) -> (Option<f64>, Beta) {
             let bqt1 = b.get(t + 1, q);
             let bq1t1 = if q == qq { None } else { b.get(t + 1, q + 1) };
             bq[nq] = bq1t1.map(|v| v[1]).unwrap_or(LZERO);
-            if q < startq && a1n > LSMALL {
-                bq[nq] = ladd(bq[nq], col[q + 1].as_ref().unwrap()[lnq] + a1n);
+            if q < startq && self.a1n > LSMALL {
+                let next = col[q + 1].as_ref().map_or(LZERO, |v| v[self.lnq]);
+                bq[nq] = ladd(bq[nq], next + self.a1n);
             }
             let in_beam = q >= b.qlo[t + 1] && q <= b.qhi[t + 1];
             for i in (2..nq).rev() {
@@ -241,57 +274,73 @@ fn set_beta(c: &Ctx, tt: usize, thresh: f64) -> (Option<f64>, Beta) {
                     }
                 }
                 bq[i] = x;
-                if x > lmax {
-                    lmax = x;
-                }
-                if x > gmax {
-                    gmax = x;
-                }
+                lmax = lmax.max(x);
+                gmax = gmax.max(x);
             }
-            let mut x = LZERO;
-            for j in 2..nq {
-                let (a, y) = (c.a(q, 1, j), bq[j]);
-                if a > LSMALL && y > LSMALL {
-                    x = ladd(x, a + c.out(t, q, j) + y);
-                }
-            }
-            bq[1] = x;
-            last_b1 = x;
-            max_p[q] = lmax;
-            lnq = nq;
-            a1n = c.a(q, 1, nq);
+            self.entry(c, t, q, nq, &mut bq);
+            self.max_p[q] = lmax;
             col[q] = Some(bq);
         }
-        while gmax - max_p[startq] > thresh {
-            col[startq] = None;
-            if startq <= 1 {
-                return (None, b);
-            }
-            startq -= 1;
-        }
-        while b.qhi[t] < startq {
-            col[startq] = None;
-            if startq <= 1 {
-                return (None, b);
-            }
-            startq -= 1;
-        }
-        b.qhi[t] = startq;
-        while gmax - max_p[endq] > thresh {
-            col[endq] = None;
-            endq += 1;
-            if endq > startq {
-                b.beta[t] = col;
-                return (None, b);
-            }
-        }
-        b.qlo[t] = endq;
-        b.beta[t] = col;
+        (col, gmax)
     }
-    if last_b1 <= LSMALL {
-        return (None, b);
+}
+
+/// The models column t is computed for, (endq, startq): from the last one
+/// column t + 1 kept down to the first the beam allows, past models that
+/// can take no frame.
+fn column_range(c: &Ctx, b: &Beta, t: usize) -> (usize, usize) {
+    let startq = b.qhi[t + 1];
+    let mut endq = if b.qlo[t + 1] == 1 {
+        1
+    } else if b.qlo[t] >= b.qlo[t + 1] {
+        b.qlo[t]
+    } else {
+        b.qlo[t + 1] - 1
+    };
+    while endq > 1 && c.s.min_durs[endq - 1] == 0 {
+        endq -= 1;
     }
-    (Some(last_b1), b)
+    (endq, startq)
+}
+
+/// Column t pruned to the models within `thresh` of its largest beta (and
+/// within the taper) and stored in `b`; false when no model is left (the
+/// beta pass failed).
+fn prune_column(
+    b: &mut Beta,
+    t: usize,
+    mut col: Col,
+    gmax: f64,
+    max_p: &[f64],
+    thresh: f64,
+    (mut endq, mut startq): (usize, usize),
+) -> bool {
+    while gmax - max_p[startq] > thresh {
+        col[startq] = None;
+        if startq <= 1 {
+            return false;
+        }
+        startq -= 1;
+    }
+    while b.qhi[t] < startq {
+        col[startq] = None;
+        if startq <= 1 {
+            return false;
+        }
+        startq -= 1;
+    }
+    b.qhi[t] = startq;
+    while gmax - max_p[endq] > thresh {
+        col[endq] = None;
+        endq += 1;
+        if endq > startq {
+            b.beta[t] = col;
+            return false;
+        }
+    }
+    b.qlo[t] = endq;
+    b.beta[t] = col;
+    true
 }
 
 /// Runs forward-backward over one utterance of `frames` frames and reports
