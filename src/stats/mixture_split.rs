@@ -403,131 +403,18 @@ pub fn merge_diag(gmm: &mut StateGmm, dim: usize, target: usize) -> Result<(), S
     if n == target {
         return Ok(());
     }
-    let mut vars: Vec<f32> = gmm.inv_vars.iter().map(|v| 1.0 / v).collect();
-    let mut means: Vec<f32> = gmm
-        .means_invvars
-        .iter()
-        .zip(&vars)
-        .map(|(m, v)| m * v)
-        .collect();
     if target == 1 {
-        for k in 0..n * dim {
-            vars[k] += means[k] * means[k];
-        }
-        let mut w0 = 0.0f32;
-        let mut m0 = vec![0.0f32; dim];
-        let mut v0 = vec![0.0f32; dim];
-        for i in 0..n {
-            w0 += gmm.weights[i];
-            for d in 0..dim {
-                m0[d] += gmm.weights[i] * means[i * dim + d];
-                v0[d] += gmm.weights[i] * vars[i * dim + d];
-            }
-        }
-        if ((w0 - 1.0).abs() as f64) > 1e-6 * (w0.abs() as f64 + 1.0) {
-            // Kaldi warns "Weights sum to ..: rescaling." and scales by the sum.
-            for d in 0..dim {
-                m0[d] *= w0;
-                v0[d] *= w0;
-            }
-            w0 = 1.0;
-        }
-        let mut iv = vec![0.0f32; dim];
-        let mut mi = vec![0.0f32; dim];
-        for d in 0..dim {
-            iv[d] = 1.0 / (v0[d] - m0[d] * m0[d]);
-            mi[d] = m0[d] * iv[d];
-        }
-        gmm.weights = vec![w0];
-        gmm.inv_vars = iv;
-        gmm.means_invvars = mi;
-        gmm.gconsts = diag_gconsts(&gmm.weights, &gmm.means_invvars, &gmm.inv_vars, dim)?;
-        return Ok(());
+        return merge_to_one(gmm, dim);
     }
-    let mut discarded = vec![false; n];
-    let mut logdet = vec![0.0f32; n];
-    for i in 0..n {
-        for d in 0..dim {
-            logdet[i] = (logdet[i] as f64 + 0.5 * (gmm.inv_vars[i * dim + d] as f64).ln()) as f32;
-        }
-    }
-    for k in 0..n * dim {
-        vars[k] += means[k] * means[k];
-    }
-    let row = |v: &Vec<f32>, i: usize| v[i * dim..(i + 1) * dim].to_vec();
-    let mut delta = vec![0.0f32; n * n];
-    for i in 0..n {
-        for j in 0..i {
-            let (w1, w2) = (gmm.weights[i], gmm.weights[j]);
-            let ml = merged_logdet(
-                w1,
-                w2,
-                &row(&means, i),
-                &row(&means, j),
-                &row(&vars, i),
-                &row(&vars, j),
-            );
-            delta[i * n + j] = (w1 + w2) * ml - w1 * logdet[i] - w2 * logdet[j];
-        }
-    }
-    // Kaldi's delta_like is a packed symmetric matrix: (i, j) and (j, i) alias.
-    let idx = |i: usize, j: usize| if j <= i { i * n + j } else { j * n + i };
+    let mut m = Merging::new(gmm, dim);
     for _ in 0..n - target {
-        let mut best = -f32::MAX;
-        let (mut bi, mut bj) = (usize::MAX, usize::MAX);
-        for i in 0..n {
-            if discarded[i] {
-                continue;
-            }
-            for j in 0..i {
-                if discarded[j] {
-                    continue;
-                }
-                if delta[idx(i, j)] > best {
-                    best = delta[idx(i, j)];
-                    bi = i;
-                    bj = j;
-                }
-            }
-        }
-        if bi == usize::MAX {
-            return Err("no pair of components left to merge".into());
-        }
-        let (w1, w2) = (gmm.weights[bi], gmm.weights[bj]);
-        let w_sum = w1 + w2;
-        for d in 0..dim {
-            means[bi * dim + d] =
-                (means[bi * dim + d] + (w2 / w1) * means[bj * dim + d]) * (w1 / w_sum);
-            vars[bi * dim + d] =
-                (vars[bi * dim + d] + (w2 / w1) * vars[bj * dim + d]) * (w1 / w_sum);
-        }
-        gmm.weights[bi] = w_sum;
-        let mut ld = 0.0f32;
-        for d in 0..dim {
-            let iv = 1.0 / (vars[bi * dim + d] - means[bi * dim + d] * means[bi * dim + d]);
-            gmm.inv_vars[bi * dim + d] = iv;
-            gmm.means_invvars[bi * dim + d] = means[bi * dim + d] * iv;
-            ld = (ld as f64 + 0.5 * (iv as f64).ln()) as f32;
-        }
-        logdet[bi] = ld;
-        discarded[bj] = true;
-        for j in 0..n {
-            if j == bi || discarded[j] {
-                continue;
-            }
-            let (w1, w2) = (gmm.weights[bi], gmm.weights[j]);
-            let ml = merged_logdet(
-                w1,
-                w2,
-                &row(&means, bi),
-                &row(&means, j),
-                &row(&vars, bi),
-                &row(&vars, j),
-            );
-            delta[idx(bi, j)] = (w1 + w2) * ml - w1 * logdet[bi] - w2 * logdet[j];
-        }
+        let (bi, bj) = m
+            .best_pair()
+            .ok_or_else(|| "no pair of components left to merge".to_string())?;
+        m.merge(gmm, bi, bj);
     }
-    let keep: Vec<usize> = (0..n).filter(|&i| !discarded[i]).collect();
+    let keep: Vec<usize> = (0..n).filter(|&i| !m.discarded[i]).collect();
+    let row = |v: &[f32], i: usize| v[i * dim..(i + 1) * dim].to_vec();
     gmm.weights = keep.iter().map(|&i| gmm.weights[i]).collect();
     gmm.inv_vars = keep.iter().flat_map(|&i| row(&gmm.inv_vars, i)).collect();
     gmm.means_invvars = keep
@@ -536,6 +423,170 @@ pub fn merge_diag(gmm: &mut StateGmm, dim: usize, target: usize) -> Result<(), S
         .collect();
     gmm.gconsts = diag_gconsts(&gmm.weights, &gmm.means_invvars, &gmm.inv_vars, dim)?;
     Ok(())
+}
+
+/// Each component's mean and second moment (variance + mean²), from the
+/// model's natural parameters.
+fn moments(gmm: &StateGmm) -> (Vec<f32>, Vec<f32>) {
+    let vars: Vec<f32> = gmm.inv_vars.iter().map(|v| 1.0 / v).collect();
+    let means: Vec<f32> = gmm
+        .means_invvars
+        .iter()
+        .zip(&vars)
+        .map(|(m, v)| m * v)
+        .collect();
+    let second = vars.iter().zip(&means).map(|(v, m)| v + m * m).collect();
+    (means, second)
+}
+
+/// Kaldi's `Merge` to one component: the moment-matched Gaussian.
+fn merge_to_one(gmm: &mut StateGmm, dim: usize) -> Result<(), String> {
+    let n = gmm.num_components();
+    let (means, vars) = moments(gmm);
+    let mut w0 = 0.0f32;
+    let mut m0 = vec![0.0f32; dim];
+    let mut v0 = vec![0.0f32; dim];
+    for i in 0..n {
+        w0 += gmm.weights[i];
+        for d in 0..dim {
+            m0[d] += gmm.weights[i] * means[i * dim + d];
+            v0[d] += gmm.weights[i] * vars[i * dim + d];
+        }
+    }
+    if ((w0 - 1.0).abs() as f64) > 1e-6 * (w0.abs() as f64 + 1.0) {
+        // Kaldi warns "Weights sum to ..: rescaling." and scales by the sum.
+        for d in 0..dim {
+            m0[d] *= w0;
+            v0[d] *= w0;
+        }
+        w0 = 1.0;
+    }
+    let mut iv = vec![0.0f32; dim];
+    let mut mi = vec![0.0f32; dim];
+    for d in 0..dim {
+        iv[d] = 1.0 / (v0[d] - m0[d] * m0[d]);
+        mi[d] = m0[d] * iv[d];
+    }
+    gmm.weights = vec![w0];
+    gmm.inv_vars = iv;
+    gmm.means_invvars = mi;
+    gmm.gconsts = diag_gconsts(&gmm.weights, &gmm.means_invvars, &gmm.inv_vars, dim)?;
+    Ok(())
+}
+
+/// Kaldi's general `Merge`: the components' moments, ½ log det of each
+/// precision, and the likelihood change of merging each pair (a packed
+/// symmetric matrix: (i, j) and (j, i) are one entry).
+struct Merging {
+    n: usize,
+    dim: usize,
+    means: Vec<f32>,
+    vars: Vec<f32>,
+    logdet: Vec<f32>,
+    delta: Vec<f32>,
+    discarded: Vec<bool>,
+}
+
+impl Merging {
+    fn new(gmm: &StateGmm, dim: usize) -> Self {
+        let n = gmm.num_components();
+        let mut logdet = vec![0.0f32; n];
+        for (i, ld) in logdet.iter_mut().enumerate() {
+            for d in 0..dim {
+                *ld = (*ld as f64 + 0.5 * (gmm.inv_vars[i * dim + d] as f64).ln()) as f32;
+            }
+        }
+        let (means, vars) = moments(gmm);
+        let mut m = Merging {
+            n,
+            dim,
+            means,
+            vars,
+            logdet,
+            delta: vec![0.0f32; n * n],
+            discarded: vec![false; n],
+        };
+        for i in 0..n {
+            for j in 0..i {
+                m.delta[i * n + j] = m.merge_change(gmm, i, j);
+            }
+        }
+        m
+    }
+
+    fn idx(&self, i: usize, j: usize) -> usize {
+        if j <= i {
+            i * self.n + j
+        } else {
+            j * self.n + i
+        }
+    }
+
+    fn row<'v>(&self, v: &'v [f32], i: usize) -> &'v [f32] {
+        &v[i * self.dim..(i + 1) * self.dim]
+    }
+
+    /// The likelihood change of merging components i and j.
+    fn merge_change(&self, gmm: &StateGmm, i: usize, j: usize) -> f32 {
+        let (w1, w2) = (gmm.weights[i], gmm.weights[j]);
+        let ml = merged_logdet(
+            w1,
+            w2,
+            self.row(&self.means, i),
+            self.row(&self.means, j),
+            self.row(&self.vars, i),
+            self.row(&self.vars, j),
+        );
+        (w1 + w2) * ml - w1 * self.logdet[i] - w2 * self.logdet[j]
+    }
+
+    /// The pair (i > j) of components left whose merge loses least (the
+    /// first in Kaldi's scan order on ties).
+    fn best_pair(&self) -> Option<(usize, usize)> {
+        let mut best = -f32::MAX;
+        let mut pair = None;
+        for i in (0..self.n).filter(|&i| !self.discarded[i]) {
+            for j in (0..i).filter(|&j| !self.discarded[j]) {
+                let d = self.delta[self.idx(i, j)];
+                if d > best {
+                    best = d;
+                    pair = Some((i, j));
+                }
+            }
+        }
+        pair
+    }
+
+    /// Component bj merged into bi (bj discarded), and bi's merge changes
+    /// with every component left.
+    fn merge(&mut self, gmm: &mut StateGmm, bi: usize, bj: usize) {
+        let dim = self.dim;
+        let (w1, w2) = (gmm.weights[bi], gmm.weights[bj]);
+        let w_sum = w1 + w2;
+        for d in 0..dim {
+            let (a, b) = (bi * dim + d, bj * dim + d);
+            self.means[a] = (self.means[a] + (w2 / w1) * self.means[b]) * (w1 / w_sum);
+            self.vars[a] = (self.vars[a] + (w2 / w1) * self.vars[b]) * (w1 / w_sum);
+        }
+        gmm.weights[bi] = w_sum;
+        let mut ld = 0.0f32;
+        for d in 0..dim {
+            let a = bi * dim + d;
+            let iv = 1.0 / (self.vars[a] - self.means[a] * self.means[a]);
+            gmm.inv_vars[a] = iv;
+            gmm.means_invvars[a] = self.means[a] * iv;
+            ld = (ld as f64 + 0.5 * (iv as f64).ln()) as f32;
+        }
+        self.logdet[bi] = ld;
+        self.discarded[bj] = true;
+        for j in 0..self.n {
+            if j == bi || self.discarded[j] {
+                continue;
+            }
+            let k = self.idx(bi, j);
+            self.delta[k] = self.merge_change(gmm, bi, j);
+        }
+    }
 }
 
 /// Result of a split or merge by count, for Kaldi's log line.
