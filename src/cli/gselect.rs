@@ -85,7 +85,8 @@ fn gselect(args: &GselectArgs) -> Result<i32, String> {
     };
     let mut reader =
         SequentialTableReader::<Matrix<f32>>::open(&args.features).map_err(|e| e.to_string())?;
-    let writer = TableWriter::<Int32VectorVector>::open(&args.output).map_err(|e| e.to_string())?;
+    // The selection and likelihood writers, then the preselection (Kaldi's order).
+    let mut out = Outputs::open(args)?;
     let mut pre = if args.gselect.is_empty() {
         None
     } else {
@@ -93,18 +94,6 @@ fn gselect(args: &GselectArgs) -> Result<i32, String> {
             RandomAccessTableReader::<Int32VectorVector>::open(&args.gselect)
                 .map_err(|e| e.to_string())?,
         )
-    };
-    let likes_writer = if args.write_likes.is_empty() {
-        None
-    } else {
-        Some(TableWriter::<Basic<f32>>::open(&args.write_likes).map_err(|e| e.to_string())?)
-    };
-    let mut out = Outputs {
-        writer,
-        likes_writer,
-        num_done: 0,
-        tot_like: 0.0,
-        tot_t: 0,
     };
     let mut num_err = 0usize;
     let mut warned_size = false;
@@ -144,28 +133,13 @@ fn gselect(args: &GselectArgs) -> Result<i32, String> {
                 num_err += 1;
                 continue;
             }
-            let mut sel = Vec::with_capacity(frames);
-            let mut tot = 0f64;
-            for (t, ids) in p.0.iter().enumerate() {
-                if ids.is_empty() {
-                    return Err(format!(
-                        "{}: utterance {key}, frame {t}: empty Gaussian selection",
-                        args.gselect
-                    ));
-                }
-                if ids.len() <= n && !warned_size {
-                    warned_size = true;
-                    kaldi_warn!(
-                        "Preselect size is less or equal to than final size, doing nothing: {} < {n} [won't warn again]",
-                        ids.len()
-                    );
-                }
-                let ll = preselect_loglikes(&model, 0, feats.row(t), ids)
-                    .map_err(|e| format!("{}: utterance {key}, frame {t}: {e}", args.gselect))?;
-                let (s, like) = select_top(&ll, Some(ids), n);
-                sel.push(s);
-                tot += like as f64;
-            }
+            let pre_sel = Preselected {
+                model: &model,
+                file: &args.gselect,
+                key: &key,
+                n,
+            };
+            let (sel, tot) = pre_sel.refine(&feats, &p.0, &mut warned_size)?;
             out.finish(&key, frames, sel, tot)?;
         }
         if end {
@@ -173,17 +147,7 @@ fn gselect(args: &GselectArgs) -> Result<i32, String> {
             break;
         }
     }
-    let Outputs {
-        writer,
-        likes_writer,
-        num_done,
-        tot_like,
-        tot_t,
-    } = out;
-    writer.close().map_err(|e| e.to_string())?;
-    if let Some(w) = likes_writer {
-        w.close().map_err(|e| e.to_string())?;
-    }
+    let (num_done, tot_like, tot_t) = out.close()?;
     kaldi_log!(
         "Done {num_done} files, {num_err} with errors, average UBM log-likelihood is {} over {tot_t} frames.",
         fmt_g(tot_like / tot_t as f64)
@@ -201,6 +165,33 @@ struct Outputs {
 }
 
 impl Outputs {
+    /// The selection table (and `--write-likes`'), opened.
+    fn open(args: &GselectArgs) -> Result<Self, String> {
+        let writer =
+            TableWriter::<Int32VectorVector>::open(&args.output).map_err(|e| e.to_string())?;
+        let likes_writer = if args.write_likes.is_empty() {
+            None
+        } else {
+            Some(TableWriter::<Basic<f32>>::open(&args.write_likes).map_err(|e| e.to_string())?)
+        };
+        Ok(Outputs {
+            writer,
+            likes_writer,
+            num_done: 0,
+            tot_like: 0.0,
+            tot_t: 0,
+        })
+    }
+
+    /// Both tables closed; (files done, Σ log-likelihood, frames).
+    fn close(self) -> Result<(usize, f64, i64), String> {
+        self.writer.close().map_err(|e| e.to_string())?;
+        if let Some(w) = self.likes_writer {
+            w.close().map_err(|e| e.to_string())?;
+        }
+        Ok((self.num_done, self.tot_like, self.tot_t))
+    }
+
     /// One utterance's selection, its log line every 10 files (Kaldi's), its likelihood.
     fn finish(
         &mut self,
@@ -227,6 +218,52 @@ impl Outputs {
         }
         self.num_done += 1;
         Ok(())
+    }
+}
+
+/// `--gselect`: one utterance's preselected Gaussians refined on the host.
+struct Preselected<'a> {
+    model: &'a crate::model::AcousticModel,
+    /// The preselection's rspecifier (for errors).
+    file: &'a str,
+    key: &'a str,
+    n: usize,
+}
+
+impl Preselected<'_> {
+    /// The `n` best of each frame's preselection `pre` and the utterance's
+    /// log-likelihood over them. Warns once (`warned`) when a preselection
+    /// is no larger than `n`.
+    fn refine(
+        &self,
+        feats: &Matrix<f32>,
+        pre: &[Vec<i32>],
+        warned: &mut bool,
+    ) -> Result<(Vec<Vec<i32>>, f64), String> {
+        let (key, n) = (self.key, self.n);
+        let mut sel = Vec::with_capacity(pre.len());
+        let mut tot = 0f64;
+        for (t, ids) in pre.iter().enumerate() {
+            if ids.is_empty() {
+                return Err(format!(
+                    "{}: utterance {key}, frame {t}: empty Gaussian selection",
+                    self.file
+                ));
+            }
+            if ids.len() <= n && !*warned {
+                *warned = true;
+                kaldi_warn!(
+                    "Preselect size is less or equal to than final size, doing nothing: {} < {n} [won't warn again]",
+                    ids.len()
+                );
+            }
+            let ll = preselect_loglikes(self.model, 0, feats.row(t), ids)
+                .map_err(|e| format!("{}: utterance {key}, frame {t}: {e}", self.file))?;
+            let (s, like) = select_top(&ll, Some(ids), n);
+            sel.push(s);
+            tot += like as f64;
+        }
+        Ok((sel, tot))
     }
 }
 
