@@ -825,41 +825,68 @@ impl<'e> CudaModel<'e> {
         if let FrameTargets::Selected(sel) = targets {
             return self.selected_chunk(feats, sel, c0, c1, acc64, total);
         }
-        if let Some(xm) = xmax.filter(|_| self.e16_wanted(targets)) {
+        if let Some(xm) = xmax {
+            if let Some(ev) = self.tensor_estep_chunk(feats, targets, c1 - c0, xm, acc64, total)? {
+                return Ok(((c1 - c0) as f64, Some(ev)));
+            }
+        }
+        self.fma_stats_chunk(feats, targets, c0, c1, acc64, total)
+    }
+
+    /// The tensor-core E-step of a chunk of `n` frames (FP16, diagonal or
+    /// full covariances) where it takes these targets and the chunk's
+    /// scales fit; `None`: the FP32 kernels take it.
+    fn tensor_estep_chunk(
+        &mut self,
+        feats: &CudaView<'_, f32>,
+        targets: &FrameTargets<'_>,
+        n: usize,
+        xmax: &[f32],
+        acc64: &mut CudaSlice<f64>,
+        total: &mut CudaSlice<f64>,
+    ) -> Result<Option<(CudaEvent, CudaEvent)>> {
+        let missing = || Error::Engine("E-step layout missing".into());
+        if self.e16_wanted(targets) {
             self.ensure_e16()?;
-            let e16 = self
-                .e16
-                .as_mut()
-                .ok_or_else(|| Error::Engine("E-step layout missing".into()))?;
-            if let Some(exps) = e16.exponents(xm) {
+            let e16 = self.e16.as_mut().ok_or_else(missing)?;
+            if let Some(exps) = e16.exponents(xmax) {
                 let (eng, k) = (self.eng, &self.k);
                 let ev = timed(eng, &eng.stream, || {
-                    e16.chunk(eng, k, feats, c1 - c0, exps, acc64, total)
+                    e16.chunk(eng, k, feats, n, exps, acc64, total)
                 })?;
                 self.e16_chunks += 1;
-                return Ok(((c1 - c0) as f64, Some(ev)));
+                return Ok(Some(ev));
             }
         }
-        if let Some(xm) = xmax.filter(|_| self.efull_wanted(targets)) {
+        if self.efull_wanted(targets) {
             self.ensure_efull()?;
-            let ef = self
-                .efull
-                .as_mut()
-                .ok_or_else(|| Error::Engine("E-step layout missing".into()))?;
-            if let Some(exps) = ef.exponents(xm) {
+            let ef = self.efull.as_mut().ok_or_else(missing)?;
+            if let Some(exps) = ef.exponents(xmax) {
                 let (eng, k) = (self.eng, &self.k);
                 let ev = timed(eng, &eng.stream, || {
-                    ef.chunk(eng, k, feats, c1 - c0, exps, acc64, total)
+                    ef.chunk(eng, k, feats, n, exps, acc64, total)
                 })?;
                 self.efull_chunks += 1;
-                return Ok(((c1 - c0) as f64, Some(ev)));
+                return Ok(Some(ev));
             }
         }
+        Ok(None)
+    }
+
+    /// The FP32 kernels' statistics of frames `[c0, c1)`: the host plan and
+    /// its upload, then, between the timing events, the log-likelihood pass
+    /// (where a state's Gaussians take more than one block), the statistics
+    /// and their reduction, and Σ weight × log-likelihood.
+    fn fma_stats_chunk(
+        &mut self,
+        feats: &CudaView<'_, f32>,
+        targets: &FrameTargets<'_>,
+        c0: usize,
+        c1: usize,
+        acc64: &mut CudaSlice<f64>,
+        total: &mut CudaSlice<f64>,
+    ) -> Result<(f64, Option<(CudaEvent, CudaEvent)>)> {
         let sh = self.k.shape;
-        let st = self
-            .st
-            .as_ref()
-            .ok_or_else(|| Error::Engine("state layout missing".into()))?;
         let p = plan::plan(
             targets,
             c0,
@@ -875,132 +902,158 @@ impl<'e> CudaModel<'e> {
         if p.entries == 0 || p.ll_items.is_empty() {
             return Ok((p.total_weight, None));
         }
-        let s = &self.eng.stream;
-        let e = driver_err("uploading the work plan");
-        let flat = |v: &[[i32; 4]]| v.iter().flatten().copied().collect::<Vec<i32>>();
-        let frame_of = p
-            .frame_of
-            .as_ref()
-            .map(|v| s.clone_htod(v))
-            .transpose()
-            .map_err(&e)?;
-        let weight_of = p
-            .weight_of
-            .as_ref()
-            .map(|v| s.clone_htod(v))
-            .transpose()
-            .map_err(&e)?;
         // One pass when every state's Gaussians fit in one block: the
         // statistics kernel takes each entry's log-likelihood from its own
         // scores, so there is no entry_loglike pass.
         let one_pass = self.state_ng.iter().all(|&g| g <= sh.gb);
-        let wll_items = if one_pass {
-            p.acc_items.len()
-        } else {
-            p.ll_items.len()
-        };
-        let mut item_wll = s.alloc_zeros::<f64>(wll_items.max(1)).map_err(&e)?;
-        let acc_items = s.clone_htod(&flat(&p.acc_items)).map_err(&e)?;
-        let groups = s.clone_htod(&flat(&p.groups)).map_err(&e)?;
-        let mut partial = s
-            .alloc_zeros::<f32>((p.acc_items.len() * sh.gb * self.kz).max(1))
-            .map_err(&e)?;
-        let null = 0u64;
-        let threads = (sh.threads() as u32, 1, 1);
+        let mut w = self.upload_plan(&p, one_pass)?;
+        let s = &self.eng.stream;
         let ev = (new_timing_event(self.eng)?, new_timing_event(self.eng)?);
-        ev.0.record(s).map_err(&e)?;
-
+        ev.0.record(s)
+            .map_err(driver_err("uploading the work plan"))?;
         let entry_ll = if one_pass {
             None
         } else {
-            let ll_items = s.clone_htod(&flat(&p.ll_items)).map_err(&e)?;
-            let mut entry_ll = s.alloc_zeros::<f32>(p.entries).map_err(&e)?;
-            let cfg = LaunchConfig {
-                grid_dim: (p.ll_items.len() as u32, 1, 1),
-                block_dim: threads,
-                shared_mem_bytes: sh.smem_score() as u32,
-            };
-            let mut lb = s.launch_builder(&self.k.entry_loglike);
-            lb.arg(feats);
-            match &frame_of {
-                Some(f) => lb.arg(f),
-                None => lb.arg(&null),
-            };
-            match &weight_of {
-                Some(w) => lb.arg(w),
-                None => lb.arg(&null),
-            };
-            lb.arg(&ll_items)
-                .arg(&st.w)
-                .arg(&st.gblock)
-                .arg(&st.ng)
-                .arg(&mut entry_ll)
-                .arg(&mut item_wll);
-            // SAFETY: argument types and counts match the kernel.
-            unsafe { lb.launch(cfg) }.map_err(driver_err("entry_loglike"))?;
-            Some(entry_ll)
+            Some(self.entry_loglike_pass(feats, &p, &mut w)?)
         };
-
         if !p.acc_items.is_empty() {
-            let mut lb = s.launch_builder(&self.k.accum_stats);
-            lb.arg(feats);
-            match &frame_of {
-                Some(f) => lb.arg(f),
-                None => lb.arg(&null),
-            };
-            match &weight_of {
-                Some(w) => lb.arg(w),
-                None => lb.arg(&null),
-            };
-            match &entry_ll {
-                Some(l) => lb.arg(l),
-                None => lb.arg(&null),
-            };
-            lb.arg(&acc_items)
-                .arg(&st.w)
-                .arg(&st.gblock)
-                .arg(&st.ng)
-                .arg(&mut partial);
-            if one_pass {
-                lb.arg(&mut item_wll);
-            } else {
-                lb.arg(&null);
-            }
-            let cfg = LaunchConfig {
-                grid_dim: (p.acc_items.len() as u32, 1, 1),
-                block_dim: (sh.threads_stats() as u32, 1, 1),
-                shared_mem_bytes: sh.smem_stats() as u32,
-            };
-            // SAFETY: as above.
-            unsafe { lb.launch(cfg) }.map_err(driver_err("accum_stats"))?;
-
-            let mut lb = s.launch_builder(&self.k.reduce_partials);
-            lb.arg(&partial).arg(&groups).arg(&mut *acc64);
-            let (cols, runs) = reduce_block(&p.groups);
-            let cfg = LaunchConfig {
-                grid_dim: (
-                    p.groups.len() as u32,
-                    (sh.gb * self.kz).div_ceil(cols) as u32,
-                    1,
-                ),
-                block_dim: (cols as u32, runs as u32, 1),
-                shared_mem_bytes: 0,
-            };
-            // SAFETY: as above.
-            unsafe { lb.launch(cfg) }.map_err(driver_err("reduce_partials"))?;
+            self.accum_stats_pass(feats, &p, &mut w, entry_ll.as_ref(), acc64)?;
         }
-        let n_items = wll_items as i32;
+        let n_items = w.wll_items as i32;
         let mut lb = s.launch_builder(&self.k.sum_f64);
-        lb.arg(&item_wll).arg(&n_items).arg(&mut *total);
+        lb.arg(&w.item_wll).arg(&n_items).arg(&mut *total);
         let cfg = LaunchConfig {
             grid_dim: (1, 1, 1),
             block_dim: (256, 1, 1),
             shared_mem_bytes: 0,
         };
-        // SAFETY: as above.
+        // SAFETY: argument types and counts match the kernel.
         unsafe { lb.launch(cfg) }.map_err(driver_err("sum_f64"))?;
-        ev.1.record(s).map_err(&e)?;
+        ev.1.record(s).map_err(driver_err("timing"))?;
         Ok((p.total_weight, Some(ev)))
+    }
+
+    /// A chunk's work plan on the device, with the buffers its kernels fill.
+    fn upload_plan(&self, p: &plan::EntryPlan, one_pass: bool) -> Result<PlanOnDevice> {
+        let s = &self.eng.stream;
+        let e = driver_err("uploading the work plan");
+        let wll_items = if one_pass {
+            p.acc_items.len()
+        } else {
+            p.ll_items.len()
+        };
+        Ok(PlanOnDevice {
+            frame_of: p
+                .frame_of
+                .as_ref()
+                .map(|v| s.clone_htod(v))
+                .transpose()
+                .map_err(&e)?,
+            weight_of: p
+                .weight_of
+                .as_ref()
+                .map(|v| s.clone_htod(v))
+                .transpose()
+                .map_err(&e)?,
+            item_wll: s.alloc_zeros::<f64>(wll_items.max(1)).map_err(&e)?,
+            wll_items,
+            acc_items: s.clone_htod(&flat_items(&p.acc_items)).map_err(&e)?,
+            groups: s.clone_htod(&flat_items(&p.groups)).map_err(&e)?,
+            partial: s
+                .alloc_zeros::<f32>((p.acc_items.len() * self.k.shape.gb * self.kz).max(1))
+                .map_err(&e)?,
+        })
+    }
+
+    /// Pass 1 of two: every entry's log-likelihood over all its state's
+    /// Gaussians (and each item's Σ weight·L).
+    fn entry_loglike_pass(
+        &self,
+        feats: &CudaView<'_, f32>,
+        p: &plan::EntryPlan,
+        w: &mut PlanOnDevice,
+    ) -> Result<CudaSlice<f32>> {
+        let (s, sh, st) = (&self.eng.stream, self.k.shape, self.state_layout()?);
+        let e = driver_err("uploading the work plan");
+        let ll_items = s.clone_htod(&flat_items(&p.ll_items)).map_err(&e)?;
+        let mut entry_ll = s.alloc_zeros::<f32>(p.entries).map_err(&e)?;
+        let null = 0u64;
+        let cfg = LaunchConfig {
+            grid_dim: (p.ll_items.len() as u32, 1, 1),
+            block_dim: (sh.threads() as u32, 1, 1),
+            shared_mem_bytes: sh.smem_score() as u32,
+        };
+        let mut lb = s.launch_builder(&self.k.entry_loglike);
+        entry_args(&mut lb, feats, (&w.frame_of, &w.weight_of), &null);
+        lb.arg(&ll_items)
+            .arg(&st.w)
+            .arg(&st.gblock)
+            .arg(&st.ng)
+            .arg(&mut entry_ll)
+            .arg(&mut w.item_wll);
+        // SAFETY: argument types and counts match the kernel.
+        unsafe { lb.launch(cfg) }.map_err(driver_err("entry_loglike"))?;
+        Ok(entry_ll)
+    }
+
+    /// The statistics of every item (`accum_stats`; in one pass, with each
+    /// item's Σ weight·L) and their sum per (state, Gaussian block) into
+    /// `acc64` (`reduce_partials`).
+    fn accum_stats_pass(
+        &self,
+        feats: &CudaView<'_, f32>,
+        p: &plan::EntryPlan,
+        w: &mut PlanOnDevice,
+        entry_ll: Option<&CudaSlice<f32>>,
+        acc64: &mut CudaSlice<f64>,
+    ) -> Result<()> {
+        let (s, sh, st) = (&self.eng.stream, self.k.shape, self.state_layout()?);
+        let null = 0u64;
+        let mut lb = s.launch_builder(&self.k.accum_stats);
+        entry_args(&mut lb, feats, (&w.frame_of, &w.weight_of), &null);
+        match entry_ll {
+            Some(l) => lb.arg(l),
+            None => lb.arg(&null),
+        };
+        lb.arg(&w.acc_items)
+            .arg(&st.w)
+            .arg(&st.gblock)
+            .arg(&st.ng)
+            .arg(&mut w.partial);
+        if entry_ll.is_none() {
+            lb.arg(&mut w.item_wll);
+        } else {
+            lb.arg(&null);
+        }
+        let cfg = LaunchConfig {
+            grid_dim: (p.acc_items.len() as u32, 1, 1),
+            block_dim: (sh.threads_stats() as u32, 1, 1),
+            shared_mem_bytes: sh.smem_stats() as u32,
+        };
+        // SAFETY: argument types and counts match the kernel.
+        unsafe { lb.launch(cfg) }.map_err(driver_err("accum_stats"))?;
+
+        let mut lb = s.launch_builder(&self.k.reduce_partials);
+        lb.arg(&w.partial).arg(&w.groups).arg(&mut *acc64);
+        let (cols, runs) = reduce_block(&p.groups);
+        let cfg = LaunchConfig {
+            grid_dim: (
+                p.groups.len() as u32,
+                (sh.gb * self.kz).div_ceil(cols) as u32,
+                1,
+            ),
+            block_dim: (cols as u32, runs as u32, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: as above.
+        unsafe { lb.launch(cfg) }.map_err(driver_err("reduce_partials"))?;
+        Ok(())
+    }
+
+    fn state_layout(&self) -> Result<&StateDev> {
+        self.st
+            .as_ref()
+            .ok_or_else(|| Error::Engine("state layout missing".into()))
     }
 
     /// [`Self::stats_chunk`] of a Gaussian selection: the host plan and its
@@ -1262,6 +1315,43 @@ fn new_timing_event(eng: &CudaEngine) -> Result<CudaEvent> {
 
 /// Events recorded on `stream` before and after what `enqueue` enqueues
 /// there (the kernel timers of a call).
+/// A chunk's work plan on the device (`CudaModel::upload_plan`), with the
+/// buffers its kernels fill: the items' statistics and Σ weight·L.
+struct PlanOnDevice {
+    frame_of: Option<CudaSlice<u32>>,
+    weight_of: Option<CudaSlice<f32>>,
+    acc_items: CudaSlice<i32>,
+    groups: CudaSlice<i32>,
+    partial: CudaSlice<f32>,
+    item_wll: CudaSlice<f64>,
+    /// Items with a Σ weight·L in `item_wll`.
+    wll_items: usize,
+}
+
+/// The leading arguments of both statistics passes: the frames, and each
+/// entry's frame and weight (null: entry e is frame e, weight 1).
+fn entry_args<'a>(
+    lb: &mut cudarc::driver::LaunchArgs<'a>,
+    feats: &'a CudaView<'_, f32>,
+    (frame_of, weight_of): (&'a Option<CudaSlice<u32>>, &'a Option<CudaSlice<f32>>),
+    null: &'a u64,
+) {
+    lb.arg(feats);
+    match frame_of {
+        Some(f) => lb.arg(f),
+        None => lb.arg(null),
+    };
+    match weight_of {
+        Some(x) => lb.arg(x),
+        None => lb.arg(null),
+    };
+}
+
+/// Items as the kernels read them: four i32 each, back to back.
+fn flat_items(v: &[[i32; 4]]) -> Vec<i32> {
+    v.iter().flatten().copied().collect()
+}
+
 /// `reduce_partials`' block: (element columns, runs of items a column sums
 /// at once). A group of many items (one GMM over a chunk: ~1000) is summed
 /// in 8 runs; groups of few items (many states) in one, as before.
