@@ -428,8 +428,32 @@ fn step_forward(
         .map(|q| vec![LZERO; if q == 0 { 0 } else { c.n(q) + 1 }])
         .collect();
     let mut prev = alpha.clone();
-    // InitAlpha
-    let eq0 = b.qhi[1];
+    let (mut start, mut end) = (1, b.qhi[1]);
+    init_alpha(c, end, &mut alpha);
+    let up = Updates {
+        c,
+        b,
+        tt,
+        pr,
+        multi_mix,
+    };
+    let mut occ = Vec::new();
+    for t in 1..=tt {
+        if t > 1 {
+            let (sq, eq) = alpha_range(c, b, &alpha, t, pr, min_fp);
+            std::mem::swap(&mut alpha, &mut prev);
+            step_alpha(c, &mut alpha, &prev, t, sq, eq);
+            start = sq;
+            end = eq;
+        }
+        for q in start..=end {
+            up.model(t, q, &alpha[q], &prev[q], &mut occ, sink);
+        }
+    }
+}
+
+/// InitAlpha: the first frame's alphas of models 1..=eq0.
+fn init_alpha(c: &Ctx, eq0: usize, alpha: &mut [Vec<f64>]) {
     let mut a1n = 0.0;
     for q in 1..=eq0 {
         let nq = c.n(q);
@@ -442,147 +466,203 @@ fn step_forward(
                 LZERO
             };
         }
-        let mut x = LZERO;
-        for i in 2..nq {
-            let a = c.a(q, i, nq);
-            if a > LSMALL {
-                x = ladd(x, alpha[q][i] + a);
-            }
-        }
-        alpha[q][nq] = x;
+        alpha[q][nq] = exit_alpha(c, q, nq, &alpha[q], false);
         a1n = c.a(q, 1, nq);
     }
-    let (mut start, mut end) = (1, eq0);
-    let mut occ = Vec::new();
-    for t in 1..=tt {
-        if t > 1 {
-            // StepAlpha
-            let mut sq = b.qlo[t - 1];
-            while pr - max_model_prob(c, b, &alpha, sq, t - 1, sq) > min_fp {
-                sq += 1;
-                if sq > b.qhi[t] {
-                    break;
-                }
-            }
-            if sq < b.qlo[t] {
-                sq = b.qlo[t];
-            }
-            let mut eq = if b.qhi[t - 1] < qq {
-                b.qhi[t - 1] + 1
-            } else {
-                b.qhi[t - 1]
-            };
-            while eq > sq && pr - max_model_prob(c, b, &alpha, eq, t - 1, sq) > min_fp {
-                eq -= 1;
-            }
-            while eq < qq && c.s.min_durs[eq] == 0 {
-                eq += 1;
-            }
-            if eq > b.qhi[t] {
-                eq = b.qhi[t];
-            }
-            std::mem::swap(&mut alpha, &mut prev);
-            for q in 1..sq {
-                alpha[q].iter_mut().for_each(|x| *x = LZERO);
-            }
-            let mut nq = if sq == 1 { 0 } else { c.n(sq - 1) };
-            let mut a1n = 0.0;
-            for q in sq..=eq {
-                let lnq = nq;
-                nq = c.n(q);
-                let mut a1 = if q == 1 { LZERO } else { prev[q - 1][lnq] };
-                if q > 1 && q > sq && a1n > LSMALL {
-                    a1 = ladd(a1, alpha[q - 1][1] + a1n);
-                }
-                alpha[q][1] = a1;
-                for j in 2..nq {
-                    let a = c.a(q, 1, j);
-                    let mut x = if a > LSMALL { a + a1 } else { LZERO };
-                    for i in 2..nq {
-                        let (a, y) = (c.a(q, i, j), prev[q][i]);
-                        if a > LSMALL && y > LSMALL {
-                            x = ladd(x, y + a);
-                        }
-                    }
-                    alpha[q][j] = x + c.out(t, q, j);
-                }
-                let mut x = LZERO;
-                for i in 2..nq {
-                    let (a, y) = (c.a(q, i, nq), alpha[q][i]);
-                    if a > LSMALL && y > LSMALL {
-                        x = ladd(x, y + a);
-                    }
-                }
-                alpha[q][nq] = x;
-                a1n = c.a(q, 1, nq);
-            }
-            for q in eq + 1..=qq {
-                alpha[q].iter_mut().for_each(|x| *x = LZERO);
-            }
-            start = sq;
-            end = eq;
+}
+
+/// α of model q's exit state from its emitting states' (`live`: only
+/// alphas above LSMALL count, as StepAlpha takes them).
+fn exit_alpha(c: &Ctx, q: usize, nq: usize, aq: &[f64], live: bool) -> f64 {
+    let mut x = LZERO;
+    for i in 2..nq {
+        let (a, y) = (c.a(q, i, nq), aq[i]);
+        if a > LSMALL && (!live || y > LSMALL) {
+            x = ladd(x, y + a);
         }
-        for q in start..=end {
-            let nq = c.n(q);
-            let aqt = &alpha[q];
-            let Some(bqt) = b.get(t, q) else { continue };
-            let bqt1 = if t == tt { None } else { b.get(t + 1, q) };
-            let bq1t = if q == qq { None } else { b.get(t, q + 1) };
-            // SetOcct
-            occ.clear();
-            occ.resize(nq + 1, 0.0);
-            for i in 1..=nq {
-                let mut x = aqt[i] + bqt[i];
-                if i == 1 && c.a(q, 1, nq) > LSMALL {
+    }
+    x
+}
+
+/// The models frame t's alphas are computed for, (sq, eq): those whose
+/// alphas at t − 1 were within `min_fp` of the utterance's probability,
+/// within the beta beam at t.
+fn alpha_range(
+    c: &Ctx,
+    b: &Beta,
+    alpha: &[Vec<f64>],
+    t: usize,
+    pr: f64,
+    min_fp: f64,
+) -> (usize, usize) {
+    let qq = c.s.models.len() - 1;
+    let mut sq = b.qlo[t - 1];
+    while pr - max_model_prob(c, b, alpha, sq, t - 1, sq) > min_fp {
+        sq += 1;
+        if sq > b.qhi[t] {
+            break;
+        }
+    }
+    if sq < b.qlo[t] {
+        sq = b.qlo[t];
+    }
+    let mut eq = if b.qhi[t - 1] < qq {
+        b.qhi[t - 1] + 1
+    } else {
+        b.qhi[t - 1]
+    };
+    while eq > sq && pr - max_model_prob(c, b, alpha, eq, t - 1, sq) > min_fp {
+        eq -= 1;
+    }
+    while eq < qq && c.s.min_durs[eq] == 0 {
+        eq += 1;
+    }
+    (sq, eq.min(b.qhi[t]))
+}
+
+/// StepAlpha: frame t's alphas of models sq..=eq from frame t − 1's
+/// (`prev`), the others zero.
+fn step_alpha(c: &Ctx, alpha: &mut [Vec<f64>], prev: &[Vec<f64>], t: usize, sq: usize, eq: usize) {
+    let qq = c.s.models.len() - 1;
+    for q in 1..sq {
+        alpha[q].iter_mut().for_each(|x| *x = LZERO);
+    }
+    let mut nq = if sq == 1 { 0 } else { c.n(sq - 1) };
+    let mut a1n = 0.0;
+    for q in sq..=eq {
+        let lnq = nq;
+        nq = c.n(q);
+        let mut a1 = if q == 1 { LZERO } else { prev[q - 1][lnq] };
+        if q > 1 && q > sq && a1n > LSMALL {
+            a1 = ladd(a1, alpha[q - 1][1] + a1n);
+        }
+        alpha[q][1] = a1;
+        for j in 2..nq {
+            let a = c.a(q, 1, j);
+            let mut x = if a > LSMALL { a + a1 } else { LZERO };
+            for i in 2..nq {
+                let (a, y) = (c.a(q, i, j), prev[q][i]);
+                if a > LSMALL && y > LSMALL {
+                    x = ladd(x, y + a);
+                }
+            }
+            alpha[q][j] = x + c.out(t, q, j);
+        }
+        alpha[q][nq] = exit_alpha(c, q, nq, &alpha[q], true);
+        a1n = c.a(q, 1, nq);
+    }
+    for q in eq + 1..=qq {
+        alpha[q].iter_mut().for_each(|x| *x = LZERO);
+    }
+}
+
+/// What the statistics of every (frame, model) read.
+struct Updates<'a, 'c> {
+    c: &'a Ctx<'c>,
+    b: &'a Beta,
+    tt: usize,
+    pr: f64,
+    multi_mix: bool,
+}
+
+impl Updates<'_, '_> {
+    /// Model q's statistics at frame t into `sink`: state occupations
+    /// (SetOcct), mixture occupations (UpMixParms) and transitions
+    /// (UpTranParms), from its alphas at t (`aqt`) and t − 1 (`prev_q`).
+    fn model(
+        &self,
+        t: usize,
+        q: usize,
+        aqt: &[f64],
+        prev_q: &[f64],
+        occ: &mut Vec<f64>,
+        sink: &mut dyn FbSink,
+    ) {
+        let (c, b, qq) = (self.c, self.b, self.c.s.models.len() - 1);
+        let Some(bqt) = b.get(t, q) else { return };
+        let bqt1 = if t == self.tt { None } else { b.get(t + 1, q) };
+        let bq1t = if q == qq { None } else { b.get(t, q + 1) };
+        let nq = c.n(q);
+        let pr = self.pr;
+        // SetOcct
+        occ.clear();
+        occ.resize(nq + 1, 0.0);
+        for i in 1..=nq {
+            let mut x = aqt[i] + bqt[i];
+            if i == 1 && c.a(q, 1, nq) > LSMALL {
+                if let Some(bq1t) = bq1t {
+                    x = ladd(x, aqt[1] + bq1t[1] + c.a(q, 1, nq));
+                }
+            }
+            x -= pr;
+            occ[i] = if x > MINEARG { x.exp() } else { 0.0 };
+        }
+        sink.state_occ(q, t, occ);
+        self.mixes(t, q, aqt, prev_q, bqt, sink);
+        self.transitions(t, q, aqt, (bqt, bqt1, bq1t), sink);
+    }
+
+    /// UpMixParms: per emitting state, the log occupation and the log of
+    /// (alpha into j without its output) + beta − pr.
+    fn mixes(
+        &self,
+        t: usize,
+        q: usize,
+        aqt: &[f64],
+        prev_q: &[f64],
+        bqt: &[f64],
+        sink: &mut dyn FbSink,
+    ) {
+        let (c, pr, nq) = (self.c, self.pr, self.c.n(q));
+        for j in 2..nq {
+            let log_occ = aqt[j] + bqt[j] - pr;
+            let mut initx = LZERO;
+            if self.multi_mix {
+                initx = c.a(q, 1, j) + aqt[1];
+                if t > 1 {
+                    for i in 2..nq {
+                        let a = c.a(q, i, j);
+                        if a > LSMALL {
+                            initx = ladd(initx, prev_q[i] + a);
+                        }
+                    }
+                }
+                initx += bqt[j] - pr;
+            }
+            sink.mix_occ(q, j, t, log_occ, initx);
+        }
+    }
+
+    /// UpTranParms, from beta at (t, q), (t + 1, q) and (t, q + 1).
+    fn transitions(
+        &self,
+        t: usize,
+        q: usize,
+        aqt: &[f64],
+        (bqt, bqt1, bq1t): (&[f64], Option<&Vec<f64>>, Option<&Vec<f64>>),
+        sink: &mut dyn FbSink,
+    ) {
+        let (c, pr, nq) = (self.c, self.pr, self.c.n(q));
+        for i in 1..nq {
+            for j in 2..=nq {
+                let ai = c.a(q, i, j);
+                let mut add = |x: f64| {
+                    if x > MINEARG {
+                        sink.trans(q, i, j, x.exp());
+                    }
+                };
+                if i == 1 && j < nq {
+                    add(aqt[1] + ai + c.out(t, q, j) + bqt[j] - pr);
+                } else if i > 1 && j < nq {
+                    if let Some(bqt1) = bqt1 {
+                        add(aqt[i] + ai + c.out(t + 1, q, j) + bqt1[j] - pr);
+                    }
+                } else if i > 1 && j == nq {
+                    add(aqt[i] + ai + bqt[nq] - pr);
+                }
+                if i == 1 && j == nq && ai > LSMALL {
                     if let Some(bq1t) = bq1t {
-                        x = ladd(x, aqt[1] + bq1t[1] + c.a(q, 1, nq));
-                    }
-                }
-                x -= pr;
-                occ[i] = if x > MINEARG { x.exp() } else { 0.0 };
-            }
-            sink.state_occ(q, t, &occ);
-            // UpMixParms: per emitting state, the log occupation and the
-            // log of (alpha into j without its output) + beta − pr.
-            for j in 2..nq {
-                let log_occ = aqt[j] + bqt[j] - pr;
-                let mut initx = LZERO;
-                if multi_mix {
-                    initx = c.a(q, 1, j) + aqt[1];
-                    if t > 1 {
-                        for i in 2..nq {
-                            let a = c.a(q, i, j);
-                            if a > LSMALL {
-                                initx = ladd(initx, prev[q][i] + a);
-                            }
-                        }
-                    }
-                    initx += bqt[j] - pr;
-                }
-                sink.mix_occ(q, j, t, log_occ, initx);
-            }
-            // UpTranParms
-            for i in 1..nq {
-                for j in 2..=nq {
-                    let ai = c.a(q, i, j);
-                    let mut add = |x: f64| {
-                        if x > MINEARG {
-                            sink.trans(q, i, j, x.exp());
-                        }
-                    };
-                    if i == 1 && j < nq {
-                        add(aqt[1] + ai + c.out(t, q, j) + bqt[j] - pr);
-                    } else if i > 1 && j < nq {
-                        if let Some(bqt1) = bqt1 {
-                            add(aqt[i] + ai + c.out(t + 1, q, j) + bqt1[j] - pr);
-                        }
-                    } else if i > 1 && j == nq {
-                        add(aqt[i] + ai + bqt[nq] - pr);
-                    }
-                    if i == 1 && j == nq && ai > LSMALL {
-                        if let Some(bq1t) = bq1t {
-                            add(aqt[1] + ai + bq1t[1] - pr);
-                        }
+                        add(aqt[1] + ai + bq1t[1] - pr);
                     }
                 }
             }
