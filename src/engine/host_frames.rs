@@ -325,18 +325,7 @@ fn copy_parts(
 mod tests {
     use super::*;
 
-    struct Fixed(Vec<f32>);
-    impl LentMemory for Fixed {
-        fn as_slice(&self) -> &[f32] {
-            &self.0
-        }
-        fn as_mut_slice(&mut self) -> &mut [f32] {
-            &mut self.0
-        }
-        fn into_any(self: Box<Self>) -> Box<dyn Any> {
-            self
-        }
-    }
+    use crate::engine::test_engines::VecMem;
 
     #[test]
     fn plain_grows_and_clears() {
@@ -353,7 +342,7 @@ mod tests {
 
     #[test]
     fn lent_memory_is_filled_in_place_and_never_grows() {
-        let mut f = HostFrames::lent(Box::new(Fixed(vec![0.0; 4])));
+        let mut f = HostFrames::lent(Box::new(VecMem(vec![0.0; 4])));
         assert!(f.is_lent() && f.capacity() == 4);
         assert!(f.push(&[1.0, 2.0, 3.0]));
         assert!(!f.push(&[4.0, 5.0]), "no room: refused");
@@ -365,14 +354,14 @@ mod tests {
         } = f.take_lent().expect("lent");
         assert_eq!((len, maxima), (3, None));
         assert!(!f.is_lent() && f.is_empty() && f.capacity() == 0);
-        let back = m.into_any().downcast::<Fixed>().expect("own type");
+        let back = m.into_any().downcast::<VecMem>().expect("own type");
         assert_eq!(back.0, vec![1.0, 2.0, 3.0, 0.0]);
     }
 
     #[test]
     fn parts_go_back_to_back() {
         let parts = vec![vec![1.0, 2.0], vec![], vec![3.0], vec![4.0, 5.0, 6.0]];
-        let mut lent = HostFrames::lent(Box::new(Fixed(vec![0.0; 8])));
+        let mut lent = HostFrames::lent(Box::new(VecMem(vec![0.0; 8])));
         assert!(lent.push(&[9.0]));
         assert!(lent.push_parts(&parts));
         assert_eq!(lent.as_slice(), &[9.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
@@ -390,7 +379,7 @@ mod tests {
     #[test]
     fn kept_parts_take_their_room_now_and_are_copied_when_gathered() {
         let parts = vec![vec![1.0, -2.0], vec![], vec![3.0, 0.5], vec![-4.0, 5.0]];
-        let mut lent = HostFrames::lent(Box::new(Fixed(vec![0.0; 12])));
+        let mut lent = HostFrames::lent(Box::new(VecMem(vec![0.0; 12])));
         lent.track_abs_max(2);
         assert!(lent.keep_parts(boxed(&parts[..2])));
         assert!(lent.push(&[9.0, -9.5]), "copied now, after the kept room");
@@ -413,7 +402,7 @@ mod tests {
 
     #[test]
     fn clearing_forgets_kept_parts_and_maxima() {
-        let mut lent = HostFrames::lent(Box::new(Fixed(vec![7.0; 4])));
+        let mut lent = HostFrames::lent(Box::new(VecMem(vec![7.0; 4])));
         lent.track_abs_max(1);
         assert!(lent.keep_parts(boxed(&[vec![1.0, 2.0]])));
         lent.clear();

@@ -14,6 +14,8 @@ pub mod multi;
 pub mod reference;
 pub mod row_max;
 pub mod subsets;
+#[cfg(test)]
+pub(crate) mod test_engines;
 
 pub use host_frames::{FrameSource, HostFrames, LentMemory};
 pub use multi::{Gpus, MultiEngine};

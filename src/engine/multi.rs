@@ -628,75 +628,9 @@ mod tests {
     use super::*;
     use crate::bench::random::{self, Rng};
     use crate::engine::cpu::CpuEngine;
+    use crate::engine::test_engines::GpuLike;
     use crate::model::CovKind;
     use crate::stats::UpdateFlags;
-
-    /// A CPU engine whose models keep each batch's statistics until they
-    /// are collected, as a GPU does: the multi-engine's collecting path.
-    struct Keeping(CpuEngine);
-
-    struct KeepingModel<'e> {
-        inner: Box<dyn LoadedModel + 'e>,
-        kept: VecDeque<ModelAccumulators>,
-    }
-
-    impl Engine for Keeping {
-        fn name(&self) -> &'static str {
-            "keeping"
-        }
-        fn device(&self) -> String {
-            "a CPU that keeps statistics".into()
-        }
-        fn load<'e>(&'e self, model: &AcousticModel) -> Result<Box<dyn LoadedModel + 'e>> {
-            Ok(Box::new(KeepingModel {
-                inner: self.0.load(model)?,
-                kept: VecDeque::new(),
-            }))
-        }
-    }
-
-    impl LoadedModel for KeepingModel<'_> {
-        fn num_states(&self) -> usize {
-            self.inner.num_states()
-        }
-        fn state_loglikes(&mut self, feats: FrameBatch<'_>, out: &mut [f32]) -> Result<()> {
-            self.inner.state_loglikes(feats, out)
-        }
-        fn component_loglikes(
-            &mut self,
-            state: usize,
-            feats: FrameBatch<'_>,
-            out: &mut [f32],
-        ) -> Result<()> {
-            self.inner.component_loglikes(state, feats, out)
-        }
-        fn accumulate(
-            &mut self,
-            feats: FrameBatch<'_>,
-            targets: FrameTargets<'_>,
-            acc: &mut ModelAccumulators,
-        ) -> Result<f64> {
-            self.inner.accumulate(feats, targets, acc)
-        }
-        fn accumulate_apart(
-            &mut self,
-            feats: FrameBatch<'_>,
-            targets: FrameTargets<'_>,
-            shape: &ModelAccumulators,
-        ) -> Result<Option<ModelAccumulators>> {
-            let s = self.inner.accumulate_apart(feats, targets, shape)?;
-            self.kept.extend(s);
-            Ok(None)
-        }
-        fn collect_apart(&mut self, acc: &mut ModelAccumulators) -> Result<f64> {
-            let s = self
-                .kept
-                .pop_front()
-                .ok_or_else(|| Error::Engine("none kept".into()))?;
-            acc.add(&s);
-            Ok(s.total_like)
-        }
-    }
 
     fn cpu_parts(n: usize) -> MultiEngine {
         let parts = (0..n)
@@ -707,7 +641,7 @@ mod tests {
 
     fn keeping_parts(n: usize) -> MultiEngine {
         let parts = (0..n)
-            .map(|_| Box::new(Keeping(CpuEngine::new(1).unwrap())) as Box<dyn Engine>)
+            .map(|_| Box::new(GpuLike::keeping()) as Box<dyn Engine>)
             .collect();
         MultiEngine::new(parts).unwrap()
     }
@@ -891,7 +825,7 @@ mod tests {
         assert!(e.to_string().contains("no device"), "{e}");
         let mixed: Vec<Box<dyn Engine>> = vec![
             Box::new(CpuEngine::new(1).unwrap()),
-            Box::new(Keeping(CpuEngine::new(1).unwrap())),
+            Box::new(GpuLike::keeping()),
         ];
         let e = MultiEngine::new(mixed).err().unwrap();
         assert!(e.to_string().contains("of one kind"), "{e}");

@@ -651,85 +651,6 @@ mod tests {
     use crate::model::StateGmm;
     use crate::stats::GmmAccumulator;
 
-    /// Memory a test engine lends for batches.
-    struct VecMem(Vec<f32>);
-
-    impl crate::engine::host_frames::LentMemory for VecMem {
-        fn as_slice(&self) -> &[f32] {
-            &self.0
-        }
-        fn as_mut_slice(&mut self) -> &mut [f32] {
-            &mut self.0
-        }
-        fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
-            self
-        }
-    }
-
-    /// A CPU engine that lends its own memory for batches, as the CUDA
-    /// engine lends page-locked memory: a batch's utterances are kept as
-    /// they came until the thread that sends it gathers them (with each
-    /// part's maxima noted, as for the FP16 E-step's scales).
-    struct Lending(CpuEngine);
-
-    struct LendingModel<'e> {
-        inner: Box<dyn LoadedModel + 'e>,
-        dim: usize,
-    }
-
-    impl Engine for Lending {
-        fn name(&self) -> &'static str {
-            "lending"
-        }
-        fn device(&self) -> String {
-            "a CPU that lends batch memory".into()
-        }
-        fn load<'e>(&'e self, model: &AcousticModel) -> Result<Box<dyn LoadedModel + 'e>> {
-            Ok(Box::new(LendingModel {
-                inner: self.0.load(model)?,
-                dim: model.dim,
-            }))
-        }
-    }
-
-    impl LoadedModel for LendingModel<'_> {
-        fn num_states(&self) -> usize {
-            self.inner.num_states()
-        }
-        fn state_loglikes(&mut self, feats: FrameBatch<'_>, out: &mut [f32]) -> Result<()> {
-            self.inner.state_loglikes(feats, out)
-        }
-        fn component_loglikes(
-            &mut self,
-            state: usize,
-            feats: FrameBatch<'_>,
-            out: &mut [f32],
-        ) -> Result<()> {
-            self.inner.component_loglikes(state, feats, out)
-        }
-        fn accumulate(
-            &mut self,
-            feats: FrameBatch<'_>,
-            targets: FrameTargets<'_>,
-            acc: &mut ModelAccumulators,
-        ) -> Result<f64> {
-            self.inner.accumulate(feats, targets, acc)
-        }
-        fn accumulate_apart(
-            &mut self,
-            feats: FrameBatch<'_>,
-            targets: FrameTargets<'_>,
-            shape: &ModelAccumulators,
-        ) -> Result<Option<ModelAccumulators>> {
-            self.inner.accumulate_apart(feats, targets, shape)
-        }
-        fn host_frames(&mut self, floats: usize) -> Result<HostFrames> {
-            let mut f = HostFrames::lent(Box::new(VecMem(vec![f32::NAN; floats])));
-            f.track_abs_max(self.dim);
-            Ok(f)
-        }
-    }
-
     /// A 2-dimensional, 3-component diagonal GMM (gconsts consistent with
     /// the parameters are not needed for these comparisons).
     fn gmm() -> AcousticModel {
@@ -914,15 +835,15 @@ mod tests {
     #[test]
     fn statistics_are_the_same_bits_on_any_number_of_devices() {
         use crate::bench::random::{self, Rng};
+        use crate::engine::test_engines::GpuLike;
         use crate::engine::MultiEngine;
         let parts = |n: usize, lend: bool| {
             let p = (0..n)
                 .map(|_| {
-                    let cpu = CpuEngine::new(1).unwrap();
                     if lend {
-                        Box::new(Lending(cpu)) as Box<dyn Engine>
+                        Box::new(GpuLike::lending()) as Box<dyn Engine>
                     } else {
-                        Box::new(cpu) as Box<dyn Engine>
+                        Box::new(CpuEngine::new(1).unwrap()) as Box<dyn Engine>
                     }
                 })
                 .collect();

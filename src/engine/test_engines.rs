@@ -1,0 +1,145 @@
+//! CPU engines that take a GPU engine's paths, for the tests of the code
+//! above the engines (no GPU needed): one whose models keep each batch's
+//! statistics until they are collected, as a GPU still computing does; one
+//! that lends its own memory for batches, as the CUDA engine lends
+//! page-locked memory (a batch's utterances then wait as kept parts until
+//! the thread that sends it gathers them, each part's maxima noted).
+
+use std::any::Any;
+use std::collections::VecDeque;
+
+use super::cpu::CpuEngine;
+use super::host_frames::LentMemory;
+use super::{Engine, FrameBatch, FrameTargets, HostFrames, LoadedModel};
+use crate::model::AcousticModel;
+use crate::stats::ModelAccumulators;
+use crate::{Error, Result};
+
+/// Memory lent for a batch: a plain vector.
+pub struct VecMem(pub Vec<f32>);
+
+impl LentMemory for VecMem {
+    fn as_slice(&self) -> &[f32] {
+        &self.0
+    }
+    fn as_mut_slice(&mut self) -> &mut [f32] {
+        &mut self.0
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+}
+
+/// Which of a GPU engine's paths the CPU engine takes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Path {
+    /// Batches' statistics kept until collected.
+    Keeping,
+    /// Batch memory lent.
+    Lending,
+}
+
+/// A one-thread CPU engine on one of a GPU engine's paths.
+pub struct GpuLike {
+    cpu: CpuEngine,
+    path: Path,
+}
+
+impl GpuLike {
+    pub fn keeping() -> Self {
+        Self::new(Path::Keeping)
+    }
+
+    pub fn lending() -> Self {
+        Self::new(Path::Lending)
+    }
+
+    fn new(path: Path) -> Self {
+        GpuLike {
+            cpu: CpuEngine::new(1).expect("a one-thread CPU engine"),
+            path,
+        }
+    }
+}
+
+struct GpuLikeModel<'e> {
+    inner: Box<dyn LoadedModel + 'e>,
+    path: Path,
+    dim: usize,
+    kept: VecDeque<ModelAccumulators>,
+}
+
+impl Engine for GpuLike {
+    fn name(&self) -> &'static str {
+        match self.path {
+            Path::Keeping => "keeping",
+            Path::Lending => "lending",
+        }
+    }
+    fn device(&self) -> String {
+        format!("a CPU on a GPU's path ({})", self.name())
+    }
+    fn load<'e>(&'e self, model: &AcousticModel) -> Result<Box<dyn LoadedModel + 'e>> {
+        Ok(Box::new(GpuLikeModel {
+            inner: self.cpu.load(model)?,
+            path: self.path,
+            dim: model.dim,
+            kept: VecDeque::new(),
+        }))
+    }
+}
+
+impl LoadedModel for GpuLikeModel<'_> {
+    fn num_states(&self) -> usize {
+        self.inner.num_states()
+    }
+    fn state_loglikes(&mut self, feats: FrameBatch<'_>, out: &mut [f32]) -> Result<()> {
+        self.inner.state_loglikes(feats, out)
+    }
+    fn component_loglikes(
+        &mut self,
+        state: usize,
+        feats: FrameBatch<'_>,
+        out: &mut [f32],
+    ) -> Result<()> {
+        self.inner.component_loglikes(state, feats, out)
+    }
+    fn accumulate(
+        &mut self,
+        feats: FrameBatch<'_>,
+        targets: FrameTargets<'_>,
+        acc: &mut ModelAccumulators,
+    ) -> Result<f64> {
+        self.inner.accumulate(feats, targets, acc)
+    }
+    fn accumulate_apart(
+        &mut self,
+        feats: FrameBatch<'_>,
+        targets: FrameTargets<'_>,
+        shape: &ModelAccumulators,
+    ) -> Result<Option<ModelAccumulators>> {
+        let s = self.inner.accumulate_apart(feats, targets, shape)?;
+        if self.path != Path::Keeping {
+            return Ok(s);
+        }
+        self.kept.extend(s);
+        Ok(None)
+    }
+    fn collect_apart(&mut self, acc: &mut ModelAccumulators) -> Result<f64> {
+        let s = self
+            .kept
+            .pop_front()
+            .ok_or_else(|| Error::Engine("none kept".into()))?;
+        acc.add(&s);
+        Ok(s.total_like)
+    }
+    fn host_frames(&mut self, floats: usize) -> Result<HostFrames> {
+        if self.path != Path::Lending {
+            return self.inner.host_frames(floats);
+        }
+        // NaN: a float the batch's gathering missed shows in the statistics.
+        let mut f = HostFrames::lent(Box::new(VecMem(vec![f32::NAN; floats])));
+        f.track_abs_max(self.dim);
+        Ok(f)
+    }
+}
