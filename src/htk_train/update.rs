@@ -164,6 +164,17 @@ impl<'a> MlUpdate<'a> {
         }
     }
 
+    /// Variance `x` of dimension k at least the floor; a floored one is
+    /// counted, and noted in `floored`.
+    fn floor_var(&mut self, x: f32, k: usize, floored: &mut bool) -> f32 {
+        if x < self.vfloor[k] {
+            self.rep.floored_elements += 1;
+            *floored = true;
+            return self.vfloor[k];
+        }
+        x
+    }
+
     fn warn(&mut self, w: String) {
         self.rep.warnings.push(w);
     }
@@ -292,13 +303,8 @@ impl<'a> MlUpdate<'a> {
         let mut floored = false;
         for k in 0..va.sum.len() {
             let d = self.shift(mean, shared, k);
-            let mut x = va.sum[k] as f32 / occ - d * d;
-            if x < self.vfloor[k] {
-                x = self.vfloor[k];
-                self.rep.floored_elements += 1;
-                floored = true;
-            }
-            self.set.variances[v][k] = x;
+            let x = va.sum[k] as f32 / occ - d * d;
+            self.set.variances[v][k] = self.floor_var(x, k, &mut floored);
         }
         self.rep.floored_mixes += floored as usize;
     }
@@ -320,10 +326,8 @@ impl<'a> MlUpdate<'a> {
             for l in 0..=k {
                 let dl = self.shift(mean, shared, l);
                 let mut x = va.sum[idx] as f32 / occ - dk * dl;
-                if k == l && x < self.vfloor[k] {
-                    x = self.vfloor[k];
-                    self.rep.floored_elements += 1;
-                    floored = true;
+                if k == l {
+                    x = self.floor_var(x, k, &mut floored);
                 }
                 cov[idx] = x as f64;
                 idx += 1;
@@ -551,13 +555,8 @@ impl MlUpdate<'_> {
                         2.0 * dmu * mu - dmu * dmu * occ
                     };
                     let var = self.set.variances[v][k];
-                    let mut x = (tau * var + va.sum[k] as f32 - d) / (tau + occ);
-                    if x < self.vfloor[k] {
-                        x = self.vfloor[k];
-                        self.rep.floored_elements += 1;
-                        floored = true;
-                    }
-                    self.set.variances[v][k] = x;
+                    let x = (tau * var + va.sum[k] as f32 - d) / (tau + occ);
+                    self.set.variances[v][k] = self.floor_var(x, k, &mut floored);
                 }
                 self.rep.floored_mixes += floored as usize;
             }

@@ -304,15 +304,18 @@ impl Gselect {
             return Ok(None);
         }
         let e = driver_err("uploading the Gaussian selection");
-        let flat = |v: &[[i32; 4]]| v.iter().flatten().copied().collect::<Vec<i32>>();
         let kz = self.shape.kz();
         Ok(Some(ChunkWork {
             frame_of: stream.clone_htod(&plan.frame_of).map_err(&e)?,
             entry_of: stream.clone_htod(&plan.entry_of).map_err(&e)?,
             frame_first: stream.clone_htod(&plan.frame_first).map_err(&e)?,
             frame_weight: stream.clone_htod(&plan.frame_weight).map_err(&e)?,
-            items: stream.clone_htod(&flat(&plan.items)).map_err(&e)?,
-            groups: stream.clone_htod(&flat(&plan.groups)).map_err(&e)?,
+            items: stream
+                .clone_htod(&super::plan::flat_items(&plan.items))
+                .map_err(&e)?,
+            groups: stream
+                .clone_htod(&super::plan::flat_items(&plan.groups))
+                .map_err(&e)?,
             val: stream.alloc_zeros::<f32>(plan.entries()).map_err(&e)?,
             partial: stream
                 .alloc_zeros::<f64>(plan.items.len() * kz)

@@ -957,8 +957,8 @@ impl<'e> CudaModel<'e> {
                 .map_err(&e)?,
             item_wll: s.alloc_zeros::<f64>(wll_items.max(1)).map_err(&e)?,
             wll_items,
-            acc_items: s.clone_htod(&flat_items(&p.acc_items)).map_err(&e)?,
-            groups: s.clone_htod(&flat_items(&p.groups)).map_err(&e)?,
+            acc_items: s.clone_htod(&plan::flat_items(&p.acc_items)).map_err(&e)?,
+            groups: s.clone_htod(&plan::flat_items(&p.groups)).map_err(&e)?,
             partial: s
                 .alloc_zeros::<f32>((p.acc_items.len() * self.k.shape.gb * self.kz).max(1))
                 .map_err(&e)?,
@@ -975,7 +975,7 @@ impl<'e> CudaModel<'e> {
     ) -> Result<CudaSlice<f32>> {
         let (s, sh, st) = (&self.eng.stream, self.k.shape, self.state_layout()?);
         let e = driver_err("uploading the work plan");
-        let ll_items = s.clone_htod(&flat_items(&p.ll_items)).map_err(&e)?;
+        let ll_items = s.clone_htod(&plan::flat_items(&p.ll_items)).map_err(&e)?;
         let mut entry_ll = s.alloc_zeros::<f32>(p.entries).map_err(&e)?;
         let null = 0u64;
         let cfg = LaunchConfig {
@@ -1345,11 +1345,6 @@ fn entry_args<'a>(
         Some(x) => lb.arg(x),
         None => lb.arg(null),
     };
-}
-
-/// Items as the kernels read them: four i32 each, back to back.
-fn flat_items(v: &[[i32; 4]]) -> Vec<i32> {
-    v.iter().flatten().copied().collect()
 }
 
 /// `reduce_partials`' block: (element columns, runs of items a column sums

@@ -32,6 +32,11 @@ pub struct EntryPlan {
     pub total_weight: f64,
 }
 
+/// Items or groups as the kernels read them: four i32 each, back to back.
+pub fn flat_items(v: &[[i32; 4]]) -> Vec<i32> {
+    v.iter().flatten().copied().collect()
+}
+
 /// Sizes the plan is cut by.
 #[derive(Debug, Clone, Copy)]
 pub struct PlanShape<'a> {
