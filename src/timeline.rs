@@ -91,6 +91,20 @@ pub fn tally<R>(step: &'static str, f: impl FnOnce() -> R) -> R {
     f()
 }
 
+/// While tallies are on, adds `seconds` measured elsewhere (a device's
+/// event times) to the sum of `step`.
+pub fn add(step: &'static str, seconds: f64) {
+    if !TALLY_ON.load(Ordering::Relaxed) {
+        return;
+    }
+    if let Ok(mut t) = TALLIES.lock() {
+        match t.iter_mut().find(|(s, _)| *s == step) {
+            Some((_, v)) => *v += seconds,
+            None => t.push((step, seconds)),
+        }
+    }
+}
+
 /// A step being timed for its tally: its wall time is added when it is
 /// dropped (nothing is timed while tallies are off).
 pub struct Tally {
@@ -110,13 +124,7 @@ impl Tally {
 impl Drop for Tally {
     fn drop(&mut self) {
         let Some(t0) = self.t0 else { return };
-        let dt = t0.elapsed().as_secs_f64();
-        if let Ok(mut t) = TALLIES.lock() {
-            match t.iter_mut().find(|(s, _)| *s == self.step) {
-                Some((_, v)) => *v += dt,
-                None => t.push((self.step, dt)),
-            }
-        }
+        add(self.step, t0.elapsed().as_secs_f64());
     }
 }
 

@@ -133,9 +133,15 @@ pub fn acc_stats_ark(
         .num("host_wait_read_seconds", split[1])
         .num("host_queue_and_send_seconds", split[2])
         .num("host_settle_seconds", split[3]);
-    // The main thread's steps inside queuing and sending (last run).
+    // The main thread's steps inside queuing and sending (last run); the
+    // devices' kernel and idle times between batches (`gpu_*`, summed over
+    // devices).
     for (step, secs) in steps {
-        line = line.num(&format!("host_{step}_seconds"), secs);
+        let key = match step.starts_with("gpu_") {
+            true => format!("{step}_seconds"),
+            false => format!("host_{step}_seconds"),
+        };
+        line = line.num(&key, secs);
     }
     emit(
         &line

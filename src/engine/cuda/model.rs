@@ -156,6 +156,9 @@ pub struct CudaModel<'e> {
     lent: VecDeque<PinnedBuf>,
     /// Batches sent by `accumulate_apart`, not yet collected, oldest first.
     apart: VecDeque<apart::ApartBatch>,
+    /// The end of the kernels of the batch collected last, while more are
+    /// in flight (for the idle time `amtool bench` reports).
+    apart_end: Option<CudaEvent>,
     /// Page-locked buffers of collected batches, for the next ones.
     host_sums: Vec<PinnedHostSlice<f64>>,
     /// State 0 laid out for the FP16 E-step (global statistics).
@@ -297,6 +300,7 @@ impl<'e> CudaModel<'e> {
             pending: None,
             lent: VecDeque::new(),
             apart: VecDeque::new(),
+            apart_end: None,
             host_sums: Vec::new(),
             e16: None,
             e16_chunks: 0,

@@ -7,7 +7,7 @@
 //! stream: in order), so nothing waits on the host until
 //! [`CudaModel::collect_apart_sums`] reads the oldest batch's copy.
 
-use cudarc::driver::PinnedHostSlice;
+use cudarc::driver::{CudaEvent, PinnedHostSlice};
 
 use super::{CudaModel, Source};
 use crate::engine::cuda::{driver_err, plan};
@@ -18,6 +18,8 @@ use crate::{Error, Result};
 /// A batch's sums on their way to the host (`None`: a batch of no frames).
 pub(super) struct ApartBatch {
     copy: Option<ApartSums>,
+    /// The timing events of its kernels.
+    timers: Vec<(CudaEvent, CudaEvent)>,
 }
 
 struct ApartSums {
@@ -56,7 +58,10 @@ impl CudaModel<'_> {
         self.check_acc(shape)?;
         plan::validate(targets, feats.frames, &self.state_ng)?;
         if feats.frames == 0 {
-            self.apart.push_back(ApartBatch { copy: None });
+            self.apart.push_back(ApartBatch {
+                copy: None,
+                timers: Vec::new(),
+            });
             return Ok(());
         }
         let mut pend = self.begin_pending()?;
@@ -76,7 +81,10 @@ impl CudaModel<'_> {
         });
         // The next batch zeroes these on the same stream, after the copies.
         self.acc64 = Some(pend.acc64);
-        self.apart.push_back(ApartBatch { copy: Some(copy?) });
+        self.apart.push_back(ApartBatch {
+            copy: Some(copy?),
+            timers: std::mem::take(&mut self.timers),
+        });
         Ok(())
     }
 
@@ -93,9 +101,35 @@ impl CudaModel<'_> {
         };
         let e = driver_err("downloading statistics");
         let tot = c.total.as_slice().map_err(&e)?[0];
+        self.tally_device_time(batch.timers);
         self.add_sums(c.sums.as_slice().map_err(&e)?, tot, c.weight, acc);
         self.host_sums.push(c.sums);
         self.host_sums.push(c.total);
         Ok(tot)
+    }
+}
+
+impl CudaModel<'_> {
+    /// While tallies are on (`amtool bench`), adds a collected batch's
+    /// kernel time to `gpu_kernels` and the time its device was idle since
+    /// the kernels of the batch collected before it to `gpu_idle` (not the
+    /// idle time before a run's first batch: the gap is taken only while
+    /// batches follow one another).
+    fn tally_device_time(&mut self, timers: Vec<(CudaEvent, CudaEvent)>) {
+        let ms = |a: &CudaEvent, b: &CudaEvent| a.elapsed_ms(b).map(|t| f64::from(t) / 1e3);
+        let Some(first) = timers.first() else {
+            return;
+        };
+        if let Some(prev) = &self.apart_end {
+            if let Ok(gap) = ms(prev, &first.0) {
+                crate::timeline::add("gpu_idle", gap.max(0.0));
+            }
+        }
+        let kernels: f64 = timers.iter().filter_map(|(a, b)| ms(a, b).ok()).sum();
+        crate::timeline::add("gpu_kernels", kernels);
+        self.apart_end = match self.apart.is_empty() {
+            true => None,
+            false => timers.into_iter().last().map(|(_, b)| b),
+        };
     }
 }
