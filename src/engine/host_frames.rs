@@ -208,6 +208,12 @@ impl HostFrames {
         true
     }
 
+    /// Whether parts kept by [`keep_parts`](Self::keep_parts) wait to be
+    /// copied.
+    pub fn has_kept_parts(&self) -> bool {
+        !self.kept.is_empty()
+    }
+
     /// Copy the parts kept by [`keep_parts`](Self::keep_parts) to their
     /// places, in parallel.
     pub fn gather(&mut self) {

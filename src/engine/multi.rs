@@ -20,9 +20,10 @@
 //! The devices must be alike (one engine kind, one device model): the CUDA
 //! engine's work split, and so its rounding, depends on the device's
 //! multiprocessor count. Batches go out in rounds of one a device, each
-//! sent by a thread of its own (which also copies the batch's frames into
-//! the device's page-locked memory: [`HostFrames::keep_parts`]); the
-//! devices compute concurrently.
+//! sent by a thread of its own; a batch's frames are copied into the
+//! device's page-locked memory ([`HostFrames::keep_parts`]) by a thread
+//! started when the batch is held, while the next batches fill. The devices
+//! compute concurrently.
 
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -35,8 +36,10 @@ use crate::{Error, Result};
 /// Frames of the pieces a big statistics call is cut into.
 pub const PIECE_FRAMES: usize = 1 << 18;
 
-/// Batches in flight per device: one computing, one queued behind it.
-pub const DEPTH: usize = 2;
+/// Batches in flight per device: one computing, two queued behind it (with
+/// one queued, a device idled whenever the host was late by more than the
+/// copy of a batch).
+pub const DEPTH: usize = 3;
 
 /// Fewest frames a device gets of a scoring call (fewer go to one device:
 /// a thread and a launch cost more than they save).
@@ -177,12 +180,45 @@ struct Flight {
     stats: Option<ModelAccumulators>,
 }
 
-/// A batch waiting for the rest of its round: its frames (parts of it not
-/// copied yet, see [`HostFrames::keep_parts`]) and its targets.
+/// A batch waiting for the rest of its round: its frames and its targets.
 struct Held {
-    frames: HostFrames,
+    frames: Gathering,
     dim: usize,
     targets: OwnedTargets,
+}
+
+/// The frames of a held batch: ready, or their kept parts
+/// ([`HostFrames::keep_parts`]) being copied into place by a thread of
+/// their own, started when the batch was held, so that the copy overlaps
+/// the filling of the next batches and the wait for the devices.
+enum Gathering {
+    Ready(HostFrames),
+    Copying(std::thread::JoinHandle<HostFrames>),
+}
+
+impl Gathering {
+    fn start(mut frames: HostFrames) -> Result<Self> {
+        if !frames.has_kept_parts() {
+            return Ok(Gathering::Ready(frames));
+        }
+        std::thread::Builder::new()
+            .name("amtool-gather".into())
+            .spawn(move || {
+                frames.gather();
+                frames
+            })
+            .map(Gathering::Copying)
+            .map_err(|e| Error::Engine(format!("cannot start a thread to copy frames: {e}")))
+    }
+
+    fn finish(self) -> Result<HostFrames> {
+        match self {
+            Gathering::Ready(f) => Ok(f),
+            Gathering::Copying(h) => h
+                .join()
+                .map_err(|_| Error::Engine("the thread copying a batch's frames panicked".into())),
+        }
+    }
 }
 
 /// [`FrameTargets`] with their own copy of the data.
@@ -363,11 +399,12 @@ impl MultiModel<'_> {
         Ok(())
     }
 
-    /// Sends the batches held, a thread a device: each thread copies its
-    /// batch's kept parts into the device's page-locked memory and sends it
-    /// (one thread had done both for every device in turn, and the devices
-    /// waited on it). First adds the oldest batches into `acc` until each
-    /// device has room for one more in flight.
+    /// Sends the batches held, a thread a device: each thread takes its
+    /// batch's frames once their copy into the device's page-locked memory
+    /// is done ([`Gathering`]) and sends it (one thread had copied and sent
+    /// for every device in turn, and the devices waited on it). First adds
+    /// the oldest batches into `acc` until each device has room for one
+    /// more in flight.
     fn send_held(&mut self, acc: &mut ModelAccumulators) -> Result<()> {
         if self.held.is_empty() {
             return Ok(());
@@ -379,8 +416,9 @@ impl MultiModel<'_> {
         let held = std::mem::take(&mut self.held);
         let first = (self.next + n - held.len()) % n;
         let shape = &*acc;
-        let send = |p: &mut Box<dyn LoadedModel + '_>, mut h: Held| {
-            p.accumulate_frames_apart(&mut h.frames, h.dim, h.targets.as_targets(), shape)
+        let send = |p: &mut Box<dyn LoadedModel + '_>, h: Held| {
+            let mut frames = h.frames.finish()?;
+            p.accumulate_frames_apart(&mut frames, h.dim, h.targets.as_targets(), shape)
         };
         let stats = if let [_] = held[..] {
             let h = held
@@ -599,8 +637,13 @@ impl LoadedModel for MultiModel<'_> {
             frames.clear();
             r?;
         } else {
+            let frames = std::mem::take(frames);
             let batch = Held {
-                frames: std::mem::take(frames),
+                // One device sends each batch as soon as it is held.
+                frames: match self.parts.len() {
+                    1 => Gathering::Ready(frames),
+                    _ => Gathering::start(frames)?,
+                },
                 dim,
                 targets: OwnedTargets::of(&targets),
             };

@@ -181,6 +181,7 @@ impl Estep16 {
         {
             return Ok(());
         }
+        let _t = crate::timeline::Tally::start("device_alloc");
         self.bufs = None;
         let kp = kp(self.dim);
         let e = driver_err("allocating the E-step buffers");

@@ -29,7 +29,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use cudarc::driver::{
-    CudaEvent, CudaSlice, CudaStream, CudaView, LaunchConfig, PinnedHostSlice, PushKernelArg,
+    CudaEvent, CudaSlice, CudaStream, CudaView, LaunchConfig, PushKernelArg,
 };
 
 use super::compile::KernelShape;
@@ -159,8 +159,6 @@ pub struct CudaModel<'e> {
     /// The end of the kernels of the batch collected last, while more are
     /// in flight (for the idle time `amtool bench` reports).
     apart_end: Option<CudaEvent>,
-    /// Page-locked buffers of collected batches, for the next ones.
-    host_sums: Vec<PinnedHostSlice<f64>>,
     /// State 0 laid out for the FP16 E-step (global statistics).
     e16: Option<Estep16>,
     /// Chunks of the current (or last) statistics call that took the FP16 E-step.
@@ -301,7 +299,6 @@ impl<'e> CudaModel<'e> {
             lent: VecDeque::new(),
             apart: VecDeque::new(),
             apart_end: None,
-            host_sums: Vec::new(),
             e16: None,
             e16_chunks: 0,
             e16_min_gaussians: estep16::MIN_GAUSSIANS,
@@ -419,6 +416,7 @@ impl<'e> CudaModel<'e> {
         if self.st.is_some() {
             return Ok(());
         }
+        let _t = crate::timeline::Tally::start("model_upload");
         let gb = self.k.shape.gb;
         let kz = self.kz;
         let mut gblock = Vec::with_capacity(self.state_ng.len());
@@ -484,6 +482,7 @@ impl<'e> CudaModel<'e> {
         if self.streaming.as_ref().is_some_and(|s| s.frames >= frames) {
             return Ok(());
         }
+        let _t = crate::timeline::Tally::start("device_alloc");
         self.streaming = None;
         let n = frames * self.model.dim;
         let e = driver_err("allocating streaming buffers");
@@ -600,6 +599,7 @@ impl<'e> CudaModel<'e> {
         if self.e16.is_some() {
             return Ok(());
         }
+        let _t = crate::timeline::Tally::start("model_upload");
         let rows: Vec<Vec<f32>> = (0..self.state_ng[0])
             .map(|g| {
                 let mut r = vec![0f32; self.kz];

@@ -27,9 +27,16 @@ use crate::Result;
 /// the next model of the same shape asks for in the same order).
 const MAX_POOLED: usize = 12;
 
+/// Read-back buffers kept at most (a model's batches in flight and their
+/// Σ weight·L, for two models).
+const MAX_POOLED_SUMS: usize = 16;
+
 pub(crate) struct PinnedPool {
     ctx: Arc<CudaContext>,
     bufs: Mutex<Vec<PinnedHostSlice<f32>>>,
+    /// Buffers the device copies statistics into for the host to read (not
+    /// write-combined), each of one exact length.
+    sums: Mutex<Vec<PinnedHostSlice<f64>>>,
 }
 
 impl PinnedPool {
@@ -37,7 +44,36 @@ impl PinnedPool {
         PinnedPool {
             ctx,
             bufs: Mutex::new(Vec::new()),
+            sums: Mutex::new(Vec::new()),
         }
+    }
+
+    /// A read-back buffer of exactly `len` f64: a pooled one, or a new one
+    /// (page-locking took milliseconds a batch while every model of a run
+    /// page-locked its own).
+    pub fn take_sums(&self, len: usize) -> Result<PinnedHostSlice<f64>> {
+        if let Ok(mut pool) = self.sums.lock() {
+            if let Some(i) = pool.iter().rposition(|b| b.len() == len) {
+                return Ok(pool.swap_remove(i));
+            }
+        }
+        let _t = crate::timeline::Tally::start("pinned_alloc");
+        // SAFETY: f64 has no invalid bit patterns, and the host reads the
+        // buffer only after a copy has filled it.
+        unsafe { self.ctx.alloc_pinned_with_flags::<f64>(len.max(1), 0) }
+            .map_err(driver_err("allocating pinned memory"))
+    }
+
+    /// Back to the pool, once read (the oldest goes when it is full).
+    pub fn give_sums(&self, buf: PinnedHostSlice<f64>) {
+        let oldest = match self.sums.lock() {
+            Ok(mut pool) => {
+                pool.push(buf);
+                (pool.len() > MAX_POOLED_SUMS).then(|| pool.remove(0))
+            }
+            Err(_) => Some(buf),
+        };
+        drop(oldest);
     }
 
     /// A buffer of `len` to `2 len` floats: a pooled one (the latest given

@@ -32,18 +32,6 @@ struct ApartSums {
 }
 
 impl CudaModel<'_> {
-    /// Page-locked host memory for `len` f64 (a buffer of a collected batch
-    /// when one fits). Not write-combined: the host reads it.
-    fn host_f64(&mut self, len: usize) -> Result<PinnedHostSlice<f64>> {
-        if let Some(i) = self.host_sums.iter().position(|b| b.len() == len) {
-            return Ok(self.host_sums.swap_remove(i));
-        }
-        // SAFETY: f64 has no invalid bit patterns, and the host reads the
-        // buffer only after a copy has filled it.
-        unsafe { self.eng.ctx.alloc_pinned_with_flags::<f64>(len, 0) }
-            .map_err(driver_err("allocating pinned memory"))
-    }
-
     /// Enqueues the statistics of `feats` (frames in `src` memory) as a
     /// batch of their own; `shape` is checked as the accumulators they will
     /// be added into.
@@ -67,8 +55,8 @@ impl CudaModel<'_> {
         let mut pend = self.begin_pending()?;
         let r = self.enqueue_stats(feats, targets, src, &mut pend);
         let copy = r.and_then(|()| {
-            let mut sums = self.host_f64(pend.acc64.len())?;
-            let mut total = self.host_f64(1)?;
+            let mut sums = self.eng.pinned.take_sums(pend.acc64.len())?;
+            let mut total = self.eng.pinned.take_sums(1)?;
             let s = &self.eng.stream;
             let e = driver_err("downloading statistics");
             s.memcpy_dtoh(&pend.acc64, &mut sums).map_err(&e)?;
@@ -103,8 +91,8 @@ impl CudaModel<'_> {
         let tot = c.total.as_slice().map_err(&e)?[0];
         self.tally_device_time(batch.timers);
         self.add_sums(c.sums.as_slice().map_err(&e)?, tot, c.weight, acc);
-        self.host_sums.push(c.sums);
-        self.host_sums.push(c.total);
+        self.eng.pinned.give_sums(c.sums);
+        self.eng.pinned.give_sums(c.total);
         Ok(tot)
     }
 }
