@@ -167,6 +167,7 @@ impl Engine for MultiEngine {
             min_part_rows: self.min_part_rows,
             next: 0,
             held: Vec::new(),
+            copying: Vec::new(),
             flight: VecDeque::new(),
             like: 0.0,
         }))
@@ -180,8 +181,10 @@ struct Flight {
     stats: Option<ModelAccumulators>,
 }
 
-/// A batch waiting for the rest of its round: its frames and its targets.
+/// A batch waiting for the rest of its round: its device, its frames and
+/// its targets.
 struct Held {
+    part: usize,
     frames: Gathering,
     dim: usize,
     targets: OwnedTargets,
@@ -277,9 +280,15 @@ pub struct MultiModel<'e> {
     min_part_rows: usize,
     /// The device of the next batch.
     next: usize,
-    /// Batches of the round being filled (one a device, from the device
-    /// `next - held.len()` on), sent together when it is full.
+    /// Batches of the round being filled (one a device, in device order
+    /// from where the round began).
     held: Vec<Held>,
+    /// The last full round, its frames still being copied in: it is sent
+    /// when the round after it is full (or at a settle), so that its copies
+    /// overlap the filling of that round and the sending of the one before
+    /// it (sent as soon as it was full, the host copied, then sent, then
+    /// filled, and two devices waited on it).
+    copying: Vec<Held>,
     /// Batches in flight, oldest first.
     flight: VecDeque<Flight>,
     /// Σ weight × log-likelihood of the batches added since the last settle.
@@ -388,40 +397,47 @@ fn piece_targets<'a: 'b, 'b>(
 }
 
 impl MultiModel<'_> {
-    /// Holds a batch for the next device; a full round (a batch for every
-    /// device) is sent at once.
+    /// Holds a batch for its device (`batch.part`, the next one); once a
+    /// round is full, the round before it is sent.
     fn hold(&mut self, batch: Held, acc: &mut ModelAccumulators) -> Result<()> {
         self.held.push(batch);
         self.next = (self.next + 1) % self.parts.len();
         if self.held.len() == self.parts.len() {
-            self.send_held(acc)?;
+            let full = std::mem::take(&mut self.held);
+            let before = std::mem::replace(&mut self.copying, full);
+            self.send_held_round(before, acc)?;
         }
         Ok(())
     }
 
-    /// Sends the batches held, a thread a device: each thread takes its
-    /// batch's frames once their copy into the device's page-locked memory
-    /// is done ([`Gathering`]) and sends it (one thread had copied and sent
-    /// for every device in turn, and the devices waited on it). First adds
-    /// the oldest batches into `acc` until each device has room for one
-    /// more in flight.
+    /// Sends every batch held, in order.
     fn send_held(&mut self, acc: &mut ModelAccumulators) -> Result<()> {
-        if self.held.is_empty() {
+        let full = std::mem::take(&mut self.copying);
+        self.send_held_round(full, acc)?;
+        let partial = std::mem::take(&mut self.held);
+        self.send_held_round(partial, acc)
+    }
+
+    /// Sends a round of held batches (on consecutive devices), a thread a
+    /// device: each thread takes its batch's frames once their copy into
+    /// the device's page-locked memory is done ([`Gathering`]) and sends
+    /// it. First adds the oldest batches into `acc` until each device has
+    /// room for one more in flight.
+    fn send_held_round(&mut self, round: Vec<Held>, acc: &mut ModelAccumulators) -> Result<()> {
+        let Some(first) = round.first().map(|h| h.part) else {
             return Ok(());
-        }
+        };
         let n = self.parts.len();
         while self.flight.len() > (DEPTH - 1) * n {
             self.receive(acc)?;
         }
-        let held = std::mem::take(&mut self.held);
-        let first = (self.next + n - held.len()) % n;
         let shape = &*acc;
         let send = |p: &mut Box<dyn LoadedModel + '_>, h: Held| {
             let mut frames = h.frames.finish()?;
             p.accumulate_frames_apart(&mut frames, h.dim, h.targets.as_targets(), shape)
         };
-        let stats = if let [_] = held[..] {
-            let h = held
+        let stats = if let [_] = round[..] {
+            let h = round
                 .into_iter()
                 .next()
                 .map(|h| send(&mut self.parts[first], h));
@@ -431,7 +447,7 @@ impl MultiModel<'_> {
             devices.rotate_left(first);
             let jobs = devices
                 .into_iter()
-                .zip(held)
+                .zip(round)
                 .map(|(p, h)| move || send(p, h));
             on_threads(jobs)
         };
@@ -594,7 +610,7 @@ impl LoadedModel for MultiModel<'_> {
         targets: FrameTargets<'_>,
         acc: &mut ModelAccumulators,
     ) -> Result<f64> {
-        if !self.flight.is_empty() || !self.held.is_empty() {
+        if !self.flight.is_empty() || !self.held.is_empty() || !self.copying.is_empty() {
             return Err(Error::Engine(
                 "deferred statistics must be settled before another accumulate".into(),
             ));
@@ -637,13 +653,9 @@ impl LoadedModel for MultiModel<'_> {
             frames.clear();
             r?;
         } else {
-            let frames = std::mem::take(frames);
             let batch = Held {
-                // One device sends each batch as soon as it is held.
-                frames: match self.parts.len() {
-                    1 => Gathering::Ready(frames),
-                    _ => Gathering::start(frames)?,
-                },
+                part: self.next,
+                frames: Gathering::start(std::mem::take(frames))?,
                 dim,
                 targets: OwnedTargets::of(&targets),
             };

@@ -133,6 +133,8 @@ pub struct Estep16 {
     wa: CudaSlice<u32>,
     wa_exp: Option<Vec<i32>>,
     bufs: Option<Bufs>,
+    /// Frames a chunk's buffers are made for at least ([`Self::reserve`]).
+    reserve: usize,
 }
 
 impl Estep16 {
@@ -165,7 +167,26 @@ impl Estep16 {
                 .map_err(&e)?,
             wa_exp: None,
             bufs: None,
+            reserve: 0,
         })
+    }
+
+    /// Make the buffers, when they are made, for chunks of `frames` at
+    /// least (a job's growing batches then allocate them once).
+    pub fn reserve(&mut self, frames: usize) {
+        self.reserve = frames;
+    }
+
+    /// The padded frames of a chunk of `n` and the frame ranges its
+    /// statistics are split into.
+    fn split(&self, eng: &CudaEngine, n: usize) -> (usize, usize, usize) {
+        let npad = n.div_ceil(SF) * SF;
+        let ctas_x = self.tiles.div_ceil(self.tiles.min(GST_WARPS));
+        let want = n
+            .div_ceil(MAX_RANGE)
+            .max((4 * eng.multiprocessors()).div_ceil(ctas_x));
+        let rf = n.div_ceil(want).div_ceil(SF) * SF;
+        (npad, rf, n.div_ceil(rf))
     }
 
     /// Device bytes a frame of a chunk takes (zb, zs, ll and its share of the partials).
@@ -238,15 +259,11 @@ impl Estep16 {
         let (kz, kp) = (self.kz, kp(self.dim));
         let (ks16, nj) = (kp / 16, kp / 8);
         let mpad = 16 * self.tiles;
-        let npad = n.div_ceil(SF) * SF;
         let nw = self.tiles.min(GST_WARPS);
         let ctas_x = self.tiles.div_ceil(nw);
-        let want = n
-            .div_ceil(MAX_RANGE)
-            .max((4 * eng.multiprocessors()).div_ceil(ctas_x));
-        let rf = n.div_ceil(want).div_ceil(SF) * SF;
-        let ranges = n.div_ceil(rf);
-        self.ensure_bufs(s, npad, ranges * mpad * kz)?;
+        let (npad, rf, ranges) = self.split(eng, n);
+        let (room, _, room_ranges) = self.split(eng, n.max(self.reserve));
+        self.ensure_bufs(s, room.max(npad), room_ranges.max(ranges) * mpad * kz)?;
         // Exact powers of two (|e| <= 100 keeps them normal floats).
         let pow = |x: i32| 2f64.powi(x) as f32;
         let mut zmul = Scales([0.0; 104]);

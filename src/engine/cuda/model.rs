@@ -28,9 +28,7 @@ use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::Arc;
 
-use cudarc::driver::{
-    CudaEvent, CudaSlice, CudaStream, CudaView, LaunchConfig, PushKernelArg,
-};
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, CudaView, LaunchConfig, PushKernelArg};
 
 use super::compile::KernelShape;
 use super::estep16::{self, Estep16};
@@ -50,6 +48,14 @@ use crate::{Error, Result};
 
 /// Frames per streamed chunk (a multiple of every tile and item size).
 pub const CHUNK_FRAMES: usize = 1 << 20;
+/// Frames the streaming and E-step buffers are made for at least, for a
+/// call of [`FLOOR_FROM_FRAMES`] or more: the halves of a tool's full batch
+/// (`train::acc_stats::BATCH_FRAMES`). Made at each size of a job's growing
+/// batches, they took 1–2 ms a run on each device.
+const STREAM_FLOOR_FRAMES: usize = 1 << 17;
+/// Calls of fewer frames get buffers of their own size (a small job
+/// allocates little).
+const FLOOR_FROM_FRAMES: usize = 1 << 13;
 /// Entries per statistics work item.
 pub const ITEM_ENTRIES: usize = 4096;
 
@@ -119,7 +125,12 @@ struct Stream {
 
 /// Batch buffers lent to callers whose copies may still be reading them: the
 /// caller fills one while these are copied, and the oldest is lent again.
-const LENT_IN_FLIGHT: usize = 2;
+/// A batch's copy waits for the streaming buffer of the batch before it, so
+/// with [`multi::DEPTH`](crate::engine::multi::DEPTH) batches queued the
+/// copy of the oldest buffer lent is done only once a batch is: one buffer
+/// more than the batches in flight lets the caller fill the next batch
+/// without waiting for the device (with two, it waited 2.5 ms a run).
+const LENT_IN_FLIGHT: usize = crate::engine::multi::DEPTH + 1;
 
 /// Where the frames of a statistics call are.
 #[derive(Clone, Copy)]
@@ -461,14 +472,21 @@ impl<'e> CudaModel<'e> {
         want.clamp(256, ITEM_ENTRIES).div_ceil(tf) * tf
     }
 
-    /// Frames per chunk: `CHUNK_FRAMES`, halved while the buffers a chunk needs
-    /// would take more than half the free device memory.
-    fn chunk_frames(&self, frames: usize, bytes_per_frame: usize) -> Result<usize> {
+    /// `CHUNK_FRAMES`, halved while the buffers a chunk needs would take
+    /// more than half the free device memory.
+    fn chunk_cap(&self, bytes_per_frame: usize) -> Result<usize> {
         let (free, _) = self.eng.memory()?;
         let mut nf = CHUNK_FRAMES;
         while nf > ITEM_ENTRIES && nf * bytes_per_frame > free / 2 {
             nf /= 2;
         }
+        Ok(nf)
+    }
+
+    /// Frames per chunk of a call of `frames`: [`Self::chunk_cap`], or two
+    /// halves of a smaller call.
+    fn chunk_frames(&self, frames: usize, bytes_per_frame: usize) -> Result<usize> {
+        let mut nf = self.chunk_cap(bytes_per_frame)?;
         // A call of fewer than two chunks' frames (a tool's batch of
         // utterances) is still cut in two, so the copy of the second half
         // overlaps the kernels of the first.
@@ -530,8 +548,11 @@ impl<'e> CudaModel<'e> {
                 })
             }));
         }
-        if st.pinned.is_none() {
-            let n = st.frames * d;
+        // Page-locked halves the size of the chunks streamed (not of the
+        // device buffers, which may be made larger).
+        if st.pinned.as_ref().is_none_or(|p| p[b].len() < rows.len()) {
+            let n = rows.len();
+            st.pinned = None;
             st.pinned = Some([
                 PinnedBuf::new(&eng.pinned, n)?,
                 PinnedBuf::new(&eng.pinned, n)?,
@@ -1782,7 +1803,16 @@ impl CudaModel<'_> {
                 _ => 0,
             };
         let nf = self.chunk_frames(feats.frames, per_frame)?;
-        self.ensure_streaming(nf)?;
+        // A job's batches grow from 16k frames to 256k: its buffers are
+        // made once, for the chunks of a full batch.
+        let room = match feats.frames >= FLOOR_FROM_FRAMES {
+            true => nf.max(STREAM_FLOOR_FRAMES.min(self.chunk_cap(per_frame)?)),
+            false => nf,
+        };
+        if let Some(e) = &mut self.e16 {
+            e.reserve(room);
+        }
+        self.ensure_streaming(room)?;
         for (ci, c0) in (0..feats.frames).step_by(nf).enumerate() {
             let c1 = (c0 + nf).min(feats.frames);
             let b = ci % 2;

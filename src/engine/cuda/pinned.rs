@@ -19,13 +19,14 @@ use super::driver_err;
 use crate::engine::LentMemory;
 use crate::Result;
 
-/// Buffers kept at most: two streaming halves and three batch buffers of
-/// one model, and a job's growing batches before them (16k to 128k frames,
-/// two of each size at most). When it is full, the buffer given back
+/// Buffers kept at most: two streaming halves and five batch buffers of
+/// one model (`LENT_IN_FLIGHT` and the one being filled), and a job's
+/// growing batches before them (16k to 128k frames, two of each size at
+/// most). When it is full, the buffer given back
 /// longest ago goes (a buffer just given back is the likeliest asked for
 /// again: a job's growing batches, then its full-size ones, whose buffers
 /// the next model of the same shape asks for in the same order).
-const MAX_POOLED: usize = 12;
+const MAX_POOLED: usize = 16;
 
 /// Read-back buffers kept at most (a model's batches in flight and their
 /// Σ weight·L, for two models).
