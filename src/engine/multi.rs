@@ -36,9 +36,6 @@ use crate::{Error, Result};
 /// Frames of the pieces a big statistics call is cut into.
 pub const PIECE_FRAMES: usize = 1 << 18;
 
-/// Frames of the pieces the last batch before a settle is cut into.
-pub const LAST_PIECE_FRAMES: usize = 1 << 16;
-
 /// Batches in flight per device: one computing, two queued behind it (with
 /// one queued, a device idled whenever the host was late by more than the
 /// copy of a batch).
@@ -180,8 +177,6 @@ impl Engine for MultiEngine {
 /// A batch sent to a device and not yet added into the accumulators.
 struct Flight {
     part: usize,
-    /// Its frames.
-    rows: usize,
     /// The batch's statistics, or `None` when its device keeps them.
     stats: Option<ModelAccumulators>,
 }
@@ -190,7 +185,6 @@ struct Flight {
 /// its targets.
 struct Held {
     part: usize,
-    rows: usize,
     frames: Gathering,
     dim: usize,
     targets: OwnedTargets,
@@ -412,14 +406,6 @@ impl MultiModel<'_> {
             let full = std::mem::take(&mut self.held);
             let before = std::mem::replace(&mut self.copying, full);
             self.send_held_round(before, acc)?;
-            // While a job starts, the devices have less than a batch each
-            // to compute (of this round's size): the round goes at once.
-            let round: usize = self.copying.iter().map(|h| h.rows).sum();
-            let queued: usize = self.flight.iter().map(|f| f.rows).sum();
-            if queued < round {
-                let full = std::mem::take(&mut self.copying);
-                self.send_held_round(full, acc)?;
-            }
         }
         Ok(())
     }
@@ -450,7 +436,6 @@ impl MultiModel<'_> {
             let mut frames = h.frames.finish()?;
             p.accumulate_frames_apart(&mut frames, h.dim, h.targets.as_targets(), shape)
         };
-        let rows: Vec<usize> = round.iter().map(|h| h.rows).collect();
         let stats = if let [_] = round[..] {
             let h = round
                 .into_iter()
@@ -466,24 +451,13 @@ impl MultiModel<'_> {
                 .map(|(p, h)| move || send(p, h));
             on_threads(jobs)
         };
-        for (i, (stats, rows)) in stats.into_iter().zip(rows).enumerate() {
+        for (i, stats) in stats.into_iter().enumerate() {
             self.flight.push_back(Flight {
                 part: (first + i) % n,
-                rows,
                 stats: stats?,
             });
         }
         Ok(())
-    }
-
-    /// Sends the last batch before a settle in pieces of [`LAST_PIECE_FRAMES`]
-    /// over the devices: whole, it kept one device computing while the
-    /// others had finished. Cut so for any number of devices, it adds the
-    /// same sums in the same order.
-    fn send_last(&mut self, h: Held, acc: &mut ModelAccumulators) -> Result<()> {
-        let frames = h.frames.finish()?;
-        let feats = FrameBatch::new(frames.as_slice(), h.dim);
-        self.send_pieces(feats, h.targets.as_targets(), LAST_PIECE_FRAMES, acc)
     }
 
     /// Adds the oldest batch in flight into `acc` (waiting for its device).
@@ -517,15 +491,14 @@ impl MultiModel<'_> {
         &mut self,
         feats: FrameBatch<'_>,
         targets: FrameTargets<'_>,
-        piece_frames: usize,
         acc: &mut ModelAccumulators,
     ) -> Result<()> {
         // Batches held go first: they came first.
         self.send_held(acc)?;
         let n = self.parts.len();
         let pieces: Vec<Range<usize>> = (0..feats.frames)
-            .step_by(piece_frames)
-            .map(|r0| r0..(r0 + piece_frames).min(feats.frames))
+            .step_by(PIECE_FRAMES)
+            .map(|r0| r0..(r0 + PIECE_FRAMES).min(feats.frames))
             .collect();
         for round in pieces.chunks(n) {
             // Room for one more batch on every device.
@@ -539,10 +512,9 @@ impl MultiModel<'_> {
                 sends.push((feats.rows(rows.clone())?, t));
             }
             let stats = self.send_round(sends, acc)?;
-            for (stats, rows) in stats.into_iter().zip(round) {
+            for stats in stats {
                 self.flight.push_back(Flight {
                     part: self.next,
-                    rows: rows.len(),
                     stats,
                 });
                 self.next = (self.next + 1) % n;
@@ -643,7 +615,7 @@ impl LoadedModel for MultiModel<'_> {
                 "deferred statistics must be settled before another accumulate".into(),
             ));
         }
-        self.send_pieces(feats, targets, PIECE_FRAMES, acc)?;
+        self.send_pieces(feats, targets, acc)?;
         self.settle(acc)
     }
 
@@ -653,7 +625,7 @@ impl LoadedModel for MultiModel<'_> {
         targets: FrameTargets<'_>,
         acc: &mut ModelAccumulators,
     ) -> Result<Option<f64>> {
-        self.send_pieces(feats, targets, PIECE_FRAMES, acc)?;
+        self.send_pieces(feats, targets, acc)?;
         Ok(None)
     }
 
@@ -677,18 +649,12 @@ impl LoadedModel for MultiModel<'_> {
         let room = frames.capacity();
         if frames.len() > PIECE_FRAMES * dim {
             frames.gather();
-            let r = self.send_pieces(
-                FrameBatch::new(frames.as_slice(), dim),
-                targets,
-                PIECE_FRAMES,
-                acc,
-            );
+            let r = self.send_pieces(FrameBatch::new(frames.as_slice(), dim), targets, acc);
             frames.clear();
             r?;
         } else {
             let batch = Held {
                 part: self.next,
-                rows: frames.len() / dim,
                 frames: Gathering::start(std::mem::take(frames))?,
                 dim,
                 targets: OwnedTargets::of(&targets),
@@ -704,14 +670,7 @@ impl LoadedModel for MultiModel<'_> {
     }
 
     fn settle(&mut self, acc: &mut ModelAccumulators) -> Result<f64> {
-        let last = match self.held.pop() {
-            Some(h) => Some(h),
-            None => self.copying.pop(),
-        };
         self.send_held(acc)?;
-        if let Some(h) = last {
-            self.send_last(h, acc)?;
-        }
         while !self.flight.is_empty() {
             self.receive(acc)?;
         }
