@@ -23,6 +23,7 @@
 //! same bits run after run.
 
 mod apart;
+mod batch_trace;
 
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -170,6 +171,8 @@ pub struct CudaModel<'e> {
     /// The end of the kernels of the batch collected last, while more are
     /// in flight (for the idle time `amtool bench` reports).
     apart_end: Option<CudaEvent>,
+    /// The device's clock for `AMTOOL_BATCH_TRACE` (made on first use).
+    batch_clock: Option<batch_trace::DeviceClock>,
     /// State 0 laid out for the FP16 E-step (global statistics).
     e16: Option<Estep16>,
     /// Chunks of the current (or last) statistics call that took the FP16 E-step.
@@ -310,6 +313,7 @@ impl<'e> CudaModel<'e> {
             lent: VecDeque::new(),
             apart: VecDeque::new(),
             apart_end: None,
+            batch_clock: None,
             e16: None,
             e16_chunks: 0,
             e16_min_gaussians: estep16::MIN_GAUSSIANS,

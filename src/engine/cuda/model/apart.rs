@@ -9,6 +9,7 @@
 
 use cudarc::driver::{CudaEvent, PinnedHostSlice};
 
+use super::batch_trace::{self, DeviceClock};
 use super::{CudaModel, Source};
 use crate::engine::cuda::{driver_err, plan};
 use crate::engine::{FrameBatch, FrameTargets};
@@ -20,6 +21,9 @@ pub(super) struct ApartBatch {
     copy: Option<ApartSums>,
     /// The timing events of its kernels.
     timers: Vec<(CudaEvent, CudaEvent)>,
+    /// Its frames, and when the host sent it (`AMTOOL_BATCH_TRACE`).
+    frames: usize,
+    sent: Option<(f64, f64)>,
 }
 
 struct ApartSums {
@@ -49,9 +53,15 @@ impl CudaModel<'_> {
             self.apart.push_back(ApartBatch {
                 copy: None,
                 timers: Vec::new(),
+                frames: 0,
+                sent: None,
             });
             return Ok(());
         }
+        if self.batch_clock.is_none() {
+            self.batch_clock = DeviceClock::start(&self.eng.stream)?;
+        }
+        let start = batch_trace::send_start();
         let mut pend = self.begin_pending()?;
         let r = self.enqueue_stats(feats, targets, src, &mut pend);
         let copy = r.and_then(|()| {
@@ -72,6 +82,8 @@ impl CudaModel<'_> {
         self.apart.push_back(ApartBatch {
             copy: Some(copy?),
             timers: std::mem::take(&mut self.timers),
+            frames: feats.frames,
+            sent: batch_trace::send_span(start),
         });
         Ok(())
     }
@@ -89,6 +101,10 @@ impl CudaModel<'_> {
         };
         let e = driver_err("downloading statistics");
         let tot = c.total.as_slice().map_err(&e)?[0];
+        if let (Some(clock), Some(sent)) = (&self.batch_clock, batch.sent) {
+            let device = self.eng.ctx.ordinal();
+            batch_trace::report(clock, device, batch.frames, sent, &batch.timers);
+        }
         self.tally_device_time(batch.timers);
         self.add_sums(c.sums.as_slice().map_err(&e)?, tot, c.weight, acc);
         self.eng.pinned.give_sums(c.sums);

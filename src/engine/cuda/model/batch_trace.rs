@@ -1,0 +1,105 @@
+//! `AMTOOL_BATCH_TRACE=1`: one stderr line per statistics batch of a
+//! multi-device run as it is collected, on one clock: when the host sent it,
+//! when its device ran its kernels, and when the host collected it. This is
+//! what showed where acc_stats_ark's devices idled (docs/performance.md,
+//! ninth session): a copy enqueued too late, a round's copies serialised
+//! with its sends. Off, it costs one load of a flag a batch.
+
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use cudarc::driver::{CudaEvent, CudaStream};
+
+use crate::engine::cuda::driver_err;
+use crate::Result;
+
+/// The variable that turns the lines on.
+pub const ENV: &str = "AMTOOL_BATCH_TRACE";
+
+fn on() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var(ENV).as_deref() == Ok("1"))
+}
+
+/// Milliseconds since the first use of the clock in this process.
+fn now_ms() -> f64 {
+    static T0: OnceLock<Instant> = OnceLock::new();
+    T0.get_or_init(Instant::now).elapsed().as_secs_f64() * 1e3
+}
+
+/// A device's events on the host's clock: an event recorded on an idle
+/// stream, and the host's time then.
+pub(super) struct DeviceClock {
+    zero: CudaEvent,
+    at_ms: f64,
+}
+
+impl DeviceClock {
+    /// A clock for `stream` when tracing is on (waits for the stream).
+    pub fn start(stream: &CudaStream) -> Result<Option<Self>> {
+        if !on() {
+            return Ok(None);
+        }
+        let e = driver_err("batch trace");
+        stream.synchronize().map_err(&e)?;
+        let timing = cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT;
+        let zero = stream.record_event(Some(timing)).map_err(&e)?;
+        zero.synchronize().map_err(&e)?;
+        Ok(Some(DeviceClock {
+            zero,
+            at_ms: now_ms(),
+        }))
+    }
+
+    fn ms(&self, ev: &CudaEvent) -> f64 {
+        self.zero
+            .elapsed_ms(ev)
+            .map_or(f64::NAN, |t| self.at_ms + f64::from(t))
+    }
+}
+
+/// The host's send of a batch: `(start, end)` ms, when tracing is on.
+pub(super) fn send_start() -> Option<f64> {
+    on().then(now_ms)
+}
+
+pub(super) fn send_span(start: Option<f64>) -> Option<(f64, f64)> {
+    start.map(|s| (s, now_ms()))
+}
+
+/// Prints a collected batch's line (its kernels have run).
+pub(super) fn report(
+    clock: &DeviceClock,
+    device: usize,
+    frames: usize,
+    sent: (f64, f64),
+    timers: &[(CudaEvent, CudaEvent)],
+) {
+    let kernels: Vec<String> = timers
+        .iter()
+        .map(|(a, b)| format!("{:.3}-{:.3}", clock.ms(a), clock.ms(b)))
+        .collect();
+    eprintln!(
+        "LOG (amtool) batch: device={device} frames={frames} sent={:.3}-{:.3} kernels={} collected={:.3}",
+        sent.0,
+        sent.1,
+        kernels.join(","),
+        now_ms()
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn off_the_host_times_nothing() {
+        // The variable is not set for the test binary.
+        if std::env::var(ENV).is_err() {
+            assert_eq!(send_start(), None);
+            assert_eq!(send_span(None), None);
+        }
+        let s = send_span(Some(1.0)).unwrap();
+        assert!(s.0 == 1.0 && s.1 >= 0.0);
+    }
+}
