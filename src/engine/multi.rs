@@ -810,6 +810,57 @@ mod tests {
 
     /// The test above would see a wrong order: the same batches added in
     /// another order give other bits.
+    /// A full round waits, its frames being copied in, until the round
+    /// after it is full; a settle sends both, in order, and every batch is
+    /// counted once.
+    #[test]
+    fn a_full_round_is_sent_when_the_next_one_is_full() {
+        let mut rng = Rng::new(11);
+        let d = 2;
+        let model = random::model(&mut rng, &[3], d, CovKind::Diagonal);
+        let engines = [GpuLike::lending(), GpuLike::lending()];
+        let parts = engines
+            .iter()
+            .map(|e| e.load(&model))
+            .collect::<Result<Vec<_>>>()
+            .unwrap();
+        let mut mm = MultiModel {
+            parts,
+            min_part_rows: 1,
+            next: 0,
+            held: Vec::new(),
+            copying: Vec::new(),
+            flight: VecDeque::new(),
+            like: 0.0,
+        };
+        let mut acc = ModelAccumulators::zeros(&model, UpdateFlags::default());
+        let rows = 100;
+        let data = random::features(&mut rng, 6 * rows, d);
+        let mut frames = mm.host_frames(rows * d).unwrap();
+        let mut state = Vec::new();
+        for batch in data.chunks(rows * d) {
+            assert!(frames.keep_parts(vec![Box::new(batch.to_vec())]));
+            mm.accumulate_frames(&mut frames, d, FrameTargets::Global, &mut acc)
+                .unwrap();
+            state.push((mm.held.len(), mm.copying.len(), mm.flight.len()));
+        }
+        // (filling, copying, sent): the first round waits for the second,
+        // then goes as the second fills; and so on.
+        let want = [
+            (1, 0, 0),
+            (0, 2, 0),
+            (1, 2, 0),
+            (0, 2, 2),
+            (1, 2, 2),
+            (0, 2, 4),
+        ];
+        assert_eq!(state, want);
+        mm.settle(&mut acc).unwrap();
+        assert!(mm.held.is_empty() && mm.copying.is_empty() && mm.flight.is_empty());
+        let occupancy: f64 = acc.states[0].occupancy.iter().sum();
+        assert!((occupancy - 6.0 * rows as f64).abs() < 1e-6, "{occupancy}");
+    }
+
     #[test]
     fn the_order_of_the_batches_shows_in_the_bits() {
         let mut rng = Rng::new(3);
