@@ -490,14 +490,7 @@ impl<'e> CudaModel<'e> {
     /// Frames per chunk of a call of `frames`: [`Self::chunk_cap`], or two
     /// halves of a smaller call.
     fn chunk_frames(&self, frames: usize, bytes_per_frame: usize) -> Result<usize> {
-        let mut nf = self.chunk_cap(bytes_per_frame)?;
-        // A call of fewer than two chunks' frames (a tool's batch of
-        // utterances) is still cut in two, so the copy of the second half
-        // overlaps the kernels of the first.
-        if frames < 2 * nf && frames > 2 * ITEM_ENTRIES {
-            nf = frames.div_ceil(2).next_multiple_of(ITEM_ENTRIES);
-        }
-        Ok(nf.min(frames.max(1)))
+        Ok(chunk_of(frames, self.chunk_cap(bytes_per_frame)?))
     }
 
     fn ensure_streaming(&mut self, frames: usize) -> Result<()> {
@@ -1401,6 +1394,18 @@ fn timed(
     Ok(ev)
 }
 
+/// Frames per chunk of a call of `frames` when chunks may take `cap`: a
+/// call of fewer than two chunks' frames (a tool's batch of utterances) is
+/// still cut in two, so the copy of the second half overlaps the kernels of
+/// the first.
+fn chunk_of(frames: usize, cap: usize) -> usize {
+    let nf = match frames < 2 * cap && frames > 2 * ITEM_ENTRIES {
+        true => frames.div_ceil(2).next_multiple_of(ITEM_ENTRIES),
+        false => cap,
+    };
+    nf.min(frames.max(1))
+}
+
 fn median(v: &mut [f64]) -> f64 {
     if v.is_empty() {
         return f64::NAN;
@@ -1806,11 +1811,12 @@ impl CudaModel<'_> {
                 }
                 _ => 0,
             };
-        let nf = self.chunk_frames(feats.frames, per_frame)?;
+        let cap = self.chunk_cap(per_frame)?;
+        let nf = chunk_of(feats.frames, cap);
         // A job's batches grow from 16k frames to 256k: its buffers are
         // made once, for the chunks of a full batch.
         let room = match feats.frames >= FLOOR_FROM_FRAMES {
-            true => nf.max(STREAM_FLOOR_FRAMES.min(self.chunk_cap(per_frame)?)),
+            true => nf.max(STREAM_FLOOR_FRAMES.min(cap)),
             false => nf,
         };
         if let Some(e) = &mut self.e16 {
@@ -1857,6 +1863,18 @@ impl CudaModel<'_> {
 mod tests {
     use super::*;
     use crate::bench::random::{self, Rng};
+
+    /// A tool's batch goes in two halves (the second's copy overlaps the
+    /// first's kernels); a long call in chunks of the cap; a small one
+    /// whole.
+    #[test]
+    fn chunks_of_a_call() {
+        assert_eq!(chunk_of(262_000, CHUNK_FRAMES), 131_072);
+        assert_eq!(chunk_of(3_125_506, CHUNK_FRAMES), CHUNK_FRAMES);
+        assert_eq!(chunk_of(3_125_506, 1 << 18), 1 << 18);
+        assert_eq!(chunk_of(5_000, CHUNK_FRAMES), 5_000);
+        assert_eq!(chunk_of(0, CHUNK_FRAMES), 1);
+    }
 
     /// One GMM's thousand items are summed in 8 runs; many states' few
     /// items a column each, in the plain order; never more than the 256

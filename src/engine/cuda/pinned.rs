@@ -32,20 +32,53 @@ const MAX_POOLED: usize = 16;
 /// Σ weight·L, for two models).
 const MAX_POOLED_SUMS: usize = 16;
 
+/// Page-locked buffers given back, oldest first, at most `max`.
+struct Shelf<T> {
+    bufs: Mutex<Vec<PinnedHostSlice<T>>>,
+    max: usize,
+}
+
+impl<T> Shelf<T> {
+    fn new(max: usize) -> Self {
+        Shelf {
+            bufs: Mutex::new(Vec::new()),
+            max,
+        }
+    }
+
+    /// The buffer given back latest whose length `fits`.
+    fn take(&self, fits: impl Fn(usize) -> bool) -> Option<PinnedHostSlice<T>> {
+        let mut bufs = self.bufs.lock().ok()?;
+        let i = bufs.iter().rposition(|b| fits(b.len()))?;
+        Some(bufs.remove(i))
+    }
+
+    /// Keeps `buf`; returns the buffer given back longest ago when full.
+    fn give(&self, buf: PinnedHostSlice<T>) -> Option<PinnedHostSlice<T>> {
+        match self.bufs.lock() {
+            Ok(mut bufs) => {
+                bufs.push(buf);
+                (bufs.len() > self.max).then(|| bufs.remove(0))
+            }
+            Err(_) => Some(buf),
+        }
+    }
+}
+
 pub(crate) struct PinnedPool {
     ctx: Arc<CudaContext>,
-    bufs: Mutex<Vec<PinnedHostSlice<f32>>>,
+    bufs: Shelf<f32>,
     /// Buffers the device copies statistics into for the host to read (not
     /// write-combined), each of one exact length.
-    sums: Mutex<Vec<PinnedHostSlice<f64>>>,
+    sums: Shelf<f64>,
 }
 
 impl PinnedPool {
     pub fn new(ctx: Arc<CudaContext>) -> Self {
         PinnedPool {
             ctx,
-            bufs: Mutex::new(Vec::new()),
-            sums: Mutex::new(Vec::new()),
+            bufs: Shelf::new(MAX_POOLED),
+            sums: Shelf::new(MAX_POOLED_SUMS),
         }
     }
 
@@ -53,10 +86,8 @@ impl PinnedPool {
     /// (page-locking took milliseconds a batch while every model of a run
     /// page-locked its own).
     pub fn take_sums(&self, len: usize) -> Result<PinnedHostSlice<f64>> {
-        if let Ok(mut pool) = self.sums.lock() {
-            if let Some(i) = pool.iter().rposition(|b| b.len() == len) {
-                return Ok(pool.swap_remove(i));
-            }
+        if let Some(b) = self.sums.take(|n| n == len.max(1)) {
+            return Ok(b);
         }
         let _t = crate::timeline::Tally::start("pinned_alloc");
         // SAFETY: f64 has no invalid bit patterns, and the host reads the
@@ -65,28 +96,16 @@ impl PinnedPool {
             .map_err(driver_err("allocating pinned memory"))
     }
 
-    /// Back to the pool, once read (the oldest goes when it is full).
+    /// Back to the pool, once read.
     pub fn give_sums(&self, buf: PinnedHostSlice<f64>) {
-        let oldest = match self.sums.lock() {
-            Ok(mut pool) => {
-                pool.push(buf);
-                (pool.len() > MAX_POOLED_SUMS).then(|| pool.remove(0))
-            }
-            Err(_) => Some(buf),
-        };
-        drop(oldest);
+        drop(self.sums.give(buf));
     }
 
     /// A buffer of `len` to `2 len` floats: a pooled one (the latest given
     /// back that fits), or a new one. Its contents are whatever was there.
     fn take(&self, len: usize) -> Result<PinnedHostSlice<f32>> {
-        if let Ok(mut pool) = self.bufs.lock() {
-            if let Some(i) = pool
-                .iter()
-                .rposition(|b| b.len() >= len && b.len() <= 2 * len)
-            {
-                return Ok(pool.remove(i));
-            }
+        if let Some(b) = self.bufs.take(|n| n >= len && n <= 2 * len) {
+            return Ok(b);
         }
         let _t = crate::timeline::Tally::start("pinned_alloc");
         // SAFETY: f32 has no invalid bit patterns; users write before they
@@ -96,14 +115,7 @@ impl PinnedPool {
     }
 
     fn give(&self, buf: PinnedHostSlice<f32>) {
-        let oldest = match self.bufs.lock() {
-            Ok(mut pool) => {
-                pool.push(buf);
-                (pool.len() > MAX_POOLED).then(|| pool.remove(0))
-            }
-            Err(_) => Some(buf),
-        };
-        if let Some(b) = oldest {
+        if let Some(b) = self.bufs.give(buf) {
             let _t = crate::timeline::Tally::start("pinned_free");
             drop(b);
         }
