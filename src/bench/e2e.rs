@@ -14,6 +14,7 @@ use amtool_formats::kaldi::table::{SequentialTableReader, TableWriter};
 use super::json::Json;
 use super::random::{self, Rng};
 use super::{accumulate_once, time_median, BenchConfig};
+use crate::engine::cuda::model::trace_mark;
 use crate::engine::{Engine, FrameBatch, FrameTargets};
 use crate::model::CovKind;
 use crate::stats::UpdateFlags;
@@ -92,7 +93,9 @@ pub fn acc_stats_ark(
     let e2e = time_median(cfg.reps, || {
         crate::timeline::tallies_on();
         let t0 = std::time::Instant::now();
+        trace_mark("start");
         let mut acc = GlobalAccStats::new(engine, &model, UpdateFlags::default())?;
+        trace_mark("loaded");
         let mut r = SharedFeats::open(&spec).map_err(table_err)?;
         let mut s = [t0.elapsed().as_secs_f64(), 0.0, 0.0, 0.0];
         loop {
@@ -107,8 +110,10 @@ pub fn acc_stats_ark(
             s[2] += t1.elapsed().as_secs_f64();
         }
         let t = std::time::Instant::now();
+        trace_mark("settle");
         like = acc.take_like()?;
         acc.into_diag()?;
+        trace_mark("end");
         s[3] = t.elapsed().as_secs_f64();
         split = s;
         Ok(None)

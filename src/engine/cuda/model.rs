@@ -24,6 +24,7 @@
 
 mod apart;
 mod batch_trace;
+pub use batch_trace::mark as trace_mark;
 
 use std::collections::VecDeque;
 use std::ops::Range;

@@ -58,6 +58,14 @@ impl DeviceClock {
     }
 }
 
+/// A line marking a step of the host's job (its start, the model loaded,
+/// the settle) on the batches' clock, when tracing is on.
+pub fn mark(what: &str) {
+    if on() {
+        eprintln!("LOG (amtool) batch: mark={what} at={:.3}", now_ms());
+    }
+}
+
 /// The host's send of a batch: `(start, end)` ms, when tracing is on.
 pub(super) fn send_start() -> Option<f64> {
     on().then(now_ms)
