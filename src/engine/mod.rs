@@ -285,6 +285,13 @@ pub trait LoadedModel: Send {
         self.accumulate(feats, targets, acc).map(Some)
     }
 
+    /// Makes ready what statistics of `targets`' kind need (the CUDA engine
+    /// uploads the model's forms for them), so that a job's first batch
+    /// does not wait for it. Default: nothing.
+    fn prepare_statistics(&mut self, _targets: &FrameTargets<'_>) -> Result<()> {
+        Ok(())
+    }
+
     /// Room for a batch of at least `floats` floats that
     /// [`accumulate_frames`](Self::accumulate_frames) sends without another
     /// copy on the host (the CUDA engine lends page-locked memory). Default:

@@ -34,6 +34,22 @@ pub const BATCH_FRAMES: usize = 1 << 18;
 /// [`BATCH_FRAMES`]).
 pub const FIRST_BATCH_FRAMES: usize = 1 << 14;
 
+/// The most frames of a batch that starts where `left` frames of the input
+/// are left (its first utterance's and those after it; `None`: not known):
+/// [`BATCH_FRAMES`], but near the end of a mapped archive half of what is
+/// left (not below a quarter batch: smaller ones cost the kernels more a
+/// frame than they save), so that the last batches
+/// shrink and the devices, given batches by the frames each has, finish
+/// together instead of one computing a full last batch alone. It depends on
+/// the input only, never on the devices: the statistics' bits depend on
+/// where batches are cut.
+pub fn batch_limit(left: Option<usize>) -> usize {
+    match left {
+        Some(n) => (n / 2).clamp(BATCH_FRAMES / 4, BATCH_FRAMES),
+        None => BATCH_FRAMES,
+    }
+}
+
 /// What happened to one utterance.
 #[derive(Debug, Clone, PartialEq)]
 pub enum UttOutcome {
@@ -90,6 +106,15 @@ impl UttFeats<'_> {
             UttFeats::Shared(m) => m.rows() * m.cols(),
         }
     }
+
+    /// Frames of the input left from this utterance on, where known (a
+    /// part of a mapped archive).
+    fn frames_left(&self, rows: usize) -> Option<usize> {
+        match self {
+            UttFeats::Shared(m) => Some(rows + m.rows_after()),
+            _ => None,
+        }
+    }
 }
 
 /// An utterance waiting in a batch to be copied in.
@@ -137,6 +162,9 @@ struct Batch {
     /// engine, not the room it gave (a pooled buffer may be larger), so
     /// the batches are the same whatever the engine and its devices.
     room: usize,
+    /// The most frames of this batch ([`batch_limit`], set by its first
+    /// utterance).
+    limit: usize,
     parts: Vec<Part>,
     /// Frames queued, in `feats` and `parts`.
     frames: usize,
@@ -156,6 +184,7 @@ impl Batch {
         &mut self,
         mode: Mode,
         rows: usize,
+        left: Option<usize>,
         dim: usize,
         loaded: &mut dyn LoadedModel,
         accs: &mut ModelAccumulators,
@@ -164,8 +193,14 @@ impl Batch {
         let room = self.room;
         let over_batch = self.frames + rows > BATCH_FRAMES;
         let over_room = self.frames + rows > room;
-        if self.mode.is_some_and(|m| m != mode) || ((over_batch || over_room) && self.frames > 0) {
+        let over_limit = self.frames + rows > self.limit;
+        if self.mode.is_some_and(|m| m != mode)
+            || ((over_batch || over_room || over_limit) && self.frames > 0)
+        {
             like = self.flush(dim, loaded, accs)?;
+        }
+        if self.frames == 0 {
+            self.limit = batch_limit(left);
         }
         // Room grows as batches fill (page-locked memory costs time to get
         // and to give back: a small job never takes a whole batch's); an
@@ -174,6 +209,11 @@ impl Batch {
             let want = (2 * room).clamp(FIRST_BATCH_FRAMES, BATCH_FRAMES).max(rows);
             self.feats = loaded.host_frames(want * dim)?;
             self.room = want;
+        } else if self.feats.capacity() < self.room * dim {
+            // The last batch's memory went with it (an engine lent it):
+            // more is asked for when an utterance comes, not at its send
+            // (a job's last send took a buffer it never used).
+            self.feats = loaded.host_frames(self.room * dim)?;
         }
         if self.mode.is_none() {
             self.mode = Some(mode);
@@ -394,15 +434,17 @@ impl<'e> AmAccStats<'e> {
         for &tid in ali {
             self.transition_accs[tid as usize] += 1.0;
         }
+        let feats = feats.into();
         self.like += self.batch.prepare(
             Mode::Aligned,
             rows,
+            feats.frames_left(rows),
             self.dim,
             self.loaded.as_mut(),
             &mut self.accs,
         )?;
         self.batch.states.extend_from_slice(&pdfs);
-        self.batch.push_feats(key, feats.into(), rows, self.dim)?;
+        self.batch.push_feats(key, feats, rows, self.dim)?;
         Ok(UttOutcome::Done {
             weight: rows as f64,
         })
@@ -438,9 +480,11 @@ impl<'e> AmAccStats<'e> {
                 weight += w as f64;
             }
         }
+        let feats = feats.into();
         self.like += self.batch.prepare(
             Mode::Weighted,
             rows,
+            feats.frames_left(rows),
             self.dim,
             self.loaded.as_mut(),
             &mut self.accs,
@@ -452,7 +496,7 @@ impl<'e> AmAccStats<'e> {
             k += frame.len();
             b.offsets.push(b.pairs.len());
         }
-        b.push_feats(key, feats.into(), rows, self.dim)?;
+        b.push_feats(key, feats, rows, self.dim)?;
         Ok(UttOutcome::Done { weight })
     }
 
@@ -551,7 +595,8 @@ impl<'e> GlobalAccStats<'e> {
         } else {
             Mode::Global
         };
-        self.make_room(mode, rows)?;
+        let feats = feats.into();
+        self.make_room(mode, rows, feats.frames_left(rows))?;
         let weight = match weights {
             None => rows as f64,
             Some(w) => {
@@ -566,7 +611,7 @@ impl<'e> GlobalAccStats<'e> {
                 w.iter().map(|&x| x as f64).sum()
             }
         };
-        self.batch.push_feats(key, feats.into(), rows, self.dim)?;
+        self.batch.push_feats(key, feats, rows, self.dim)?;
         Ok(UttOutcome::Done { weight })
     }
 
@@ -581,10 +626,15 @@ impl<'e> GlobalAccStats<'e> {
 
     /// [`Batch::prepare`] for an utterance of `rows` frames (the likelihood
     /// of a batch it sends counted).
-    fn make_room(&mut self, mode: Mode, rows: usize) -> Result<()> {
-        self.like +=
-            self.batch
-                .prepare(mode, rows, self.dim, self.loaded.as_mut(), &mut self.accs)?;
+    fn make_room(&mut self, mode: Mode, rows: usize, left: Option<usize>) -> Result<()> {
+        self.like += self.batch.prepare(
+            mode,
+            rows,
+            left,
+            self.dim,
+            self.loaded.as_mut(),
+            &mut self.accs,
+        )?;
         Ok(())
     }
 
@@ -600,7 +650,7 @@ impl<'e> GlobalAccStats<'e> {
     ) -> Result<UttOutcome> {
         check_len(key, &feats, rows, self.dim)?;
         check_selection(key, gselect, self.num_comp)?;
-        self.make_room(Mode::Selected, rows)?;
+        self.make_room(Mode::Selected, rows, feats.frames_left(rows))?;
         let b = &mut self.batch;
         for (t, sel) in gselect.iter().enumerate() {
             b.components.extend(sel.iter().map(|&g| g as u32));
@@ -830,8 +880,10 @@ mod tests {
     }
 
     /// Global statistics (diagonal, full, with per-frame weights) of
-    /// utterances filling several batches, one longer than a batch: on 1,
-    /// 2 and 3 devices (CPU partitions of a multi-engine) the same bits.
+    /// utterances filling several batches, one longer than a batch, some
+    /// parts of a mapped archive (whose last batches shrink,
+    /// [`batch_limit`]): on 1, 2 and 3 devices (CPU partitions of a
+    /// multi-engine) the same bits.
     #[test]
     fn statistics_are_the_same_bits_on_any_number_of_devices() {
         use crate::bench::random::{self, Rng};
@@ -856,6 +908,7 @@ mod tests {
         let d = 2;
         let data = random::uneven_features(&mut rng, total, d, 2.0);
         let weights: Vec<f32> = (0..total).map(|t| ((t * 7) % 5) as f32 * 0.25).collect();
+        let (_dir, shared) = mapped_archive(&data, &lens, d);
         for kind in [CovKind::Diagonal, CovKind::Full] {
             let model = random::model(&mut rng, &[4], d, kind);
             for weighted in [false, true] {
@@ -867,11 +920,13 @@ mod tests {
                     for (u, &n) in lens.iter().enumerate() {
                         let rows = &data[t * d..(t + n) * d];
                         let w = weighted.then(|| &weights[t..t + n]);
-                        // Owned utterances wait to be gathered; every
-                        // third is borrowed, copied at once between them.
+                        // Owned utterances and parts of the archive wait
+                        // to be gathered; every third is borrowed, copied
+                        // at once between them.
                         let f: UttFeats<'_> = match u % 3 {
                             0 => rows.into(),
-                            _ => rows.to_vec().into(),
+                            1 => rows.to_vec().into(),
+                            _ => shared[u].clone().into(),
                         };
                         acc.add_utterance(&format!("u{u}"), f, n, d, w, None)
                             .unwrap();
@@ -896,6 +951,59 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    /// `lens`-frame utterances of `data` written as a binary archive and
+    /// read back as parts of its map (the folder keeps the file).
+    fn mapped_archive(
+        data: &[f32],
+        lens: &[usize],
+        d: usize,
+    ) -> (tempfile::TempDir, Vec<crate::train::prefetch::Features>) {
+        use amtool_formats::kaldi::matrix::Matrix;
+        use amtool_formats::kaldi::table::TableWriter;
+        let dir = tempfile::tempdir().unwrap();
+        let spec = format!("ark:{}", dir.path().join("f.ark").display());
+        let mut w = TableWriter::<Matrix<f32>>::open(&spec).unwrap();
+        let mut t = 0;
+        for (u, &n) in lens.iter().enumerate() {
+            let m = Matrix::from_vec(n, d, data[t * d..(t + n) * d].to_vec()).unwrap();
+            w.write(&format!("u{u}"), &m).unwrap();
+            t += n;
+        }
+        w.close().unwrap();
+        let mut r = crate::train::prefetch::SharedFeats::open(&spec).unwrap();
+        let mut feats = Vec::new();
+        while let Some((_, f)) = r.next_entry().unwrap() {
+            assert!(matches!(f, crate::train::prefetch::Features::Shared(_)));
+            feats.push(f);
+        }
+        (dir, feats)
+    }
+
+    /// Batches are full but near the end of what is known to be left.
+    #[test]
+    fn batches_shrink_near_the_end_of_an_archive() {
+        assert_eq!(batch_limit(None), BATCH_FRAMES);
+        assert_eq!(batch_limit(Some(10 * BATCH_FRAMES)), BATCH_FRAMES);
+        assert_eq!(batch_limit(Some(300_000)), 150_000);
+        assert_eq!(batch_limit(Some(1000)), BATCH_FRAMES / 4);
+        let mut rng = crate::bench::random::Rng::new(2);
+        let lens = [3000, 5000, 1000];
+        let data = crate::bench::random::features(&mut rng, 9000, 2);
+        let (_dir, shared) = mapped_archive(&data, &lens, 2);
+        let left: Vec<usize> = shared
+            .iter()
+            .zip(lens)
+            .map(|(f, n)| UttFeats::from(f.clone()).frames_left(n).unwrap())
+            .collect();
+        // The headers between the matrices count as a few frames more.
+        for (got, want) in left.iter().zip([9000, 6000, 1000]) {
+            assert!(
+                (want..want + 8).contains(got),
+                "{got} frames left, {want} in the archive"
+            );
         }
     }
 

@@ -82,56 +82,10 @@ impl Prefetched<Features> {
             Some(_) => SHARED_DEPTH,
             None => DEPTH,
         };
-        let mut ahead: Option<Option<Prefault>> = None;
         Self::spawn(rspecifier, depth, move |r| {
             let w = whole.get_or_insert_with(|| r.shared_input()).clone();
-            let ahead = ahead.get_or_insert_with(|| w.clone().and_then(Prefault::new));
-            r.next_with(|_, rd| {
-                if let Some(a) = ahead {
-                    a.ahead_of(rd.pos());
-                }
-                read_features(rd, w.as_ref())
-            })
+            r.next_with(|_, rd| read_features(rd, w.as_ref()))
         })
-    }
-}
-
-/// Bytes of a mapped archive put into the page tables ahead of the reading
-/// thread ([`InputData::prefault`]), a chunk a task on the thread pool. A
-/// page of a mapped file costs a fault at its first read (~3 µs for the 64
-/// KiB the kernel maps around it); the reading thread touches each
-/// utterance's header first, so that its faults, one after another, set
-/// the pace of the whole job (9 ms for a 0.5 GB archive of 10 s utterances
-/// on the H100 host, when two GPUs compute it in 15 ms). Filled ahead, in
-/// parallel, the header and the frames are found in place.
-struct Prefault {
-    input: Arc<InputData>,
-    /// Bytes before this are mapped, or a task is mapping them.
-    issued: usize,
-}
-
-/// Bytes a prefault task maps.
-const PREFAULT_CHUNK: usize = 4 << 20;
-/// How far ahead of the reading thread the page tables are filled.
-const PREFAULT_AHEAD: usize = 128 << 20;
-
-impl Prefault {
-    /// For a memory-mapped input (`AMTOOL_PREFAULT=0`: none, to compare).
-    fn new(input: Arc<InputData>) -> Option<Self> {
-        let mapped = matches!(*input, InputData::Mapped(_));
-        let off = std::env::var("AMTOOL_PREFAULT").as_deref() == Ok("0");
-        (mapped && !off).then_some(Prefault { input, issued: 0 })
-    }
-
-    /// Starts tasks for the chunks up to [`PREFAULT_AHEAD`] past `pos`.
-    fn ahead_of(&mut self, pos: usize) {
-        let want = pos.saturating_add(PREFAULT_AHEAD).min(self.input.len());
-        while self.issued < want {
-            let range = self.issued..(self.issued + PREFAULT_CHUNK).min(self.input.len());
-            self.issued = range.end;
-            let input = self.input.clone();
-            rayon::spawn(move || input.prefault(range));
-        }
     }
 }
 

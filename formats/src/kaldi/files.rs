@@ -35,24 +35,6 @@ impl Deref for InputData {
     }
 }
 
-impl InputData {
-    /// Puts bytes `range` of a memory-mapped file into the page tables now
-    /// (Linux's `MADV_POPULATE_READ`: one call for many pages), so that
-    /// reading them later takes no page fault. Best effort: nothing for
-    /// bytes in memory, on other systems or on kernels before 5.14.
-    pub fn prefault(&self, range: std::ops::Range<usize>) {
-        #[cfg(target_os = "linux")]
-        if let InputData::Mapped(m) = self {
-            let end = range.end.min(m.len());
-            if range.start < end {
-                let _ = m.advise_range(memmap2::Advice::PopulateRead, range.start, end - range.start);
-            }
-        }
-        #[cfg(not(target_os = "linux"))]
-        let _ = range;
-    }
-}
-
 /// Memory-map a whole file (empty files become an empty buffer: they cannot be mapped).
 pub fn map_file(path: &str) -> Result<Arc<InputData>> {
     let f = File::open(path).map_err(|e| Error::io(path, e))?;

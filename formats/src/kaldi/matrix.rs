@@ -835,6 +835,15 @@ impl SharedMatrix {
         self.cols
     }
 
+    /// Rows of this matrix's width that the rest of its input, after the
+    /// matrix, would hold: about the frames left to read in an archive of
+    /// such matrices (headers and other objects counted as frames too).
+    pub fn rows_after(&self) -> usize {
+        let size = if self.kind == FloatKind::F32 { 4 } else { 8 };
+        let end = self.start + self.rows * self.cols * size;
+        self.input.len().saturating_sub(end) / (self.cols * size).max(1)
+    }
+
     /// The matrix as a view of its bytes.
     pub fn raw(&self) -> RawMatrix<'_> {
         let size = if self.kind == FloatKind::F32 { 4 } else { 8 };

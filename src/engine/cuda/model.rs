@@ -24,7 +24,7 @@
 
 mod apart;
 mod batch_trace;
-pub use batch_trace::mark as trace_mark;
+pub use batch_trace::{mark as trace_mark, mark_with as trace_mark_with};
 
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -1664,15 +1664,9 @@ impl LoadedModel for CudaModel<'_> {
         targets: FrameTargets<'_>,
         acc: &mut ModelAccumulators,
     ) -> Result<Option<f64>> {
-        let lent_room = frames.is_lent().then(|| frames.capacity());
-        let r = self.send_frames(frames, dim, |m, batch, src| {
+        self.send_frames(frames, dim, |m, batch, src| {
             m.deferred(batch, targets, acc, src)
-        });
-        // The next batch goes into memory this model lends again.
-        if let Some(room) = lent_room {
-            *frames = self.host_frames(room)?;
-        }
-        r
+        })
     }
 
     fn accumulate_apart(
@@ -1683,6 +1677,13 @@ impl LoadedModel for CudaModel<'_> {
     ) -> Result<Option<ModelAccumulators>> {
         self.send_apart(&feats, &targets, shape, Source::Plain)?;
         Ok(None)
+    }
+
+    fn prepare_statistics(&mut self, targets: &FrameTargets<'_>) -> Result<()> {
+        batch_trace::mark("prepare");
+        let r = self.ensure_stats_model(targets);
+        batch_trace::mark("prepared");
+        r
     }
 
     fn accumulate_frames_apart(
@@ -1781,6 +1782,18 @@ impl CudaModel<'_> {
         r.map(|()| None)
     }
 
+    /// The model's forms on the device that statistics of `targets` use.
+    fn ensure_stats_model(&mut self, targets: &FrameTargets<'_>) -> Result<()> {
+        self.ensure_states()?;
+        if self.e16_wanted(targets) {
+            self.ensure_e16()?;
+        }
+        if self.efull_wanted(targets) {
+            self.ensure_efull()?;
+        }
+        Ok(())
+    }
+
     /// Enqueue the statistics of a batch into `pend`, chunk by chunk through
     /// the streaming buffers.
     fn enqueue_stats(
@@ -1790,15 +1803,9 @@ impl CudaModel<'_> {
         src: Source<'_>,
         pend: &mut Pending,
     ) -> Result<()> {
-        self.ensure_states()?;
+        self.ensure_stats_model(targets)?;
         let d = feats.dim;
         // Two feature buffers, entries, and the partial sums of the items.
-        if self.e16_wanted(targets) {
-            self.ensure_e16()?;
-        }
-        if self.efull_wanted(targets) {
-            self.ensure_efull()?;
-        }
         let want_max = self.e16_wanted(targets) || self.efull_wanted(targets);
         let per_frame = 8 * d
             + 12

@@ -61,8 +61,13 @@ impl DeviceClock {
 /// A line marking a step of the host's job (its start, the model loaded,
 /// the settle) on the batches' clock, when tracing is on.
 pub fn mark(what: &str) {
+    mark_with(|| what.to_string());
+}
+
+/// [`mark`] of a text made only when tracing is on.
+pub fn mark_with(what: impl FnOnce() -> String) {
     if on() {
-        eprintln!("LOG (amtool) batch: mark={what} at={:.3}", now_ms());
+        eprintln!("LOG (amtool) batch: mark={} at={:.3}", what(), now_ms());
     }
 }
 
