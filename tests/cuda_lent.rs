@@ -68,7 +68,10 @@ fn send(
             assert!(buf.is_empty() && buf.has_room(rows.len()));
             assert!(buf.push(rows));
             let l = cm.accumulate_frames(&mut buf, d, targets, &mut acc);
-            assert!(buf.is_lent() && buf.is_empty(), "a fresh buffer comes back");
+            // The lent memory went with the batch: the caller asks for more.
+            assert!(buf.is_empty() && !buf.has_room(1), "the batch's memory went with it");
+            buf = cm.host_frames(max * d).expect("host frames");
+            assert!(buf.is_lent(), "the next batch's memory is lent again");
             l
         } else {
             cm.accumulate_deferred(FrameBatch::new(rows, d), targets, &mut acc)
