@@ -7,23 +7,24 @@
 //!   into one contiguous range per device, computed at once, a thread each;
 //!   every row is computed as the whole call computes it
 //!   ([`LoadedModel::state_loglikes_rows`]) and lands in its place.
-//! - Statistics go batch by batch: batch k to device k mod N, its
-//!   statistics summed from zero on that device apart from every other
-//!   batch's ([`LoadedModel::accumulate_apart`]), and added into the
-//!   caller's f64 accumulators on the host in batch order. One device and N
-//!   add the same numbers in the same order. A call of more than
-//!   [`PIECE_FRAMES`] frames is cut into pieces of that many first (a
-//!   constant, never derived from the device count), so that one big call
-//!   also spreads over the devices. Each device has up to [`DEPTH`] batches
+//! - Statistics go batch by batch: each batch to the device given the
+//!   fewest frames so far, its statistics summed from zero on that device
+//!   apart from every other batch's ([`LoadedModel::accumulate_apart`]),
+//!   and added into the caller's f64 accumulators on the host in batch
+//!   order. One device and N add the same numbers in the same order. A call
+//!   of more than [`PIECE_FRAMES`] frames is cut into pieces of that many
+//!   first (a constant, never derived from the device count), so that one
+//!   big call also spreads over the devices. Each device has up to [`DEPTH`] batches
 //!   in flight: the host prepares the next while they compute.
 //!
 //! The devices must be alike (one engine kind, one device model): the CUDA
 //! engine's work split, and so its rounding, depends on the device's
-//! multiprocessor count. Batches go out in rounds of one a device, each
-//! sent by a thread of its own; a batch's frames are copied into the
-//! device's page-locked memory ([`HostFrames::keep_parts`]) by a thread
-//! started when the batch is held, while the next batches fill. The devices
-//! compute concurrently.
+//! multiprocessor count. A batch held is sent, on a thread of its device's,
+//! as soon as its frames are in place and its device has room; its frames
+//! are copied into the device's page-locked memory
+//! ([`HostFrames::keep_parts`]) by a thread started when the batch is held,
+//! one batch's copy at a time in batch order, while the next batches fill.
+//! The devices compute concurrently.
 
 use std::collections::VecDeque;
 use std::ops::Range;
