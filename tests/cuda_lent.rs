@@ -69,7 +69,10 @@ fn send(
             assert!(buf.push(rows));
             let l = cm.accumulate_frames(&mut buf, d, targets, &mut acc);
             // The lent memory went with the batch: the caller asks for more.
-            assert!(buf.is_empty() && !buf.has_room(1), "the batch's memory went with it");
+            assert!(
+                buf.is_empty() && !buf.has_room(1),
+                "the batch's memory went with it"
+            );
             buf = cm.host_frames(max * d).expect("host frames");
             assert!(buf.is_lent(), "the next batch's memory is lent again");
             l
