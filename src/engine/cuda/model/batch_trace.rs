@@ -1,6 +1,8 @@
 //! `AMTOOL_BATCH_TRACE=1`: one stderr line per statistics batch of a
 //! multi-device run as it is collected, on one clock: when the host sent it,
-//! when its device ran its kernels, and when the host collected it. This is
+//! when its device ran its kernels, and when the host collected it; and
+//! marks of the host's steps on the same clock ([`mark`]: batches held,
+//! their copies, the devices made ready, the bench job's start and end). This is
 //! what showed where acc_stats_ark's devices idled (docs/performance.md,
 //! ninth session): a copy enqueued too late, a round's copies serialised
 //! with its sends. Off, it costs one load of a flag a batch.
