@@ -167,17 +167,7 @@ impl Engine for MultiEngine {
             .iter()
             .map(|e| e.load(model))
             .collect::<Result<Vec<_>>>()?;
-        Ok(Box::new(MultiModel {
-            parts,
-            min_part_rows: self.min_part_rows,
-            next: 0,
-            given: vec![0; self.parts.len()],
-            held: VecDeque::new(),
-            turns: GatherTurns::default(),
-            flight: VecDeque::new(),
-            like: 0.0,
-            prepared: false,
-        }))
+        Ok(Box::new(MultiModel::new(parts, self.min_part_rows)))
     }
 }
 
@@ -474,7 +464,22 @@ fn piece_targets<'a: 'b, 'b>(
     })
 }
 
-impl MultiModel<'_> {
+impl<'e> MultiModel<'e> {
+    /// A model over `parts` (one a device, in device order).
+    fn new(parts: Vec<Box<dyn LoadedModel + 'e>>, min_part_rows: usize) -> Self {
+        MultiModel {
+            given: vec![0; parts.len()],
+            parts,
+            min_part_rows,
+            next: 0,
+            held: VecDeque::new(),
+            turns: GatherTurns::default(),
+            flight: VecDeque::new(),
+            like: 0.0,
+            prepared: false,
+        }
+    }
+
     /// At a job's first batch, while its frames are copied: every device
     /// made ready for statistics of `targets`' kind at once, a thread each
     /// (its first send would do it, the devices one after another as their
@@ -950,6 +955,17 @@ mod tests {
         }
     }
 
+    /// A model on `engines` as one (what `MultiEngine::load` makes), to
+    /// look at its state.
+    fn lending_model<'e>(engines: &'e [GpuLike], model: &AcousticModel) -> MultiModel<'e> {
+        let parts = engines
+            .iter()
+            .map(|e| e.load(model))
+            .collect::<Result<Vec<_>>>()
+            .unwrap();
+        MultiModel::new(parts, 1)
+    }
+
     /// Batches of uneven sizes go to the device given the fewest frames;
     /// no more than [`HELD`] a device wait and [`DEPTH`] a device are in
     /// flight; a settle sends every batch, each counted once.
@@ -959,22 +975,7 @@ mod tests {
         let d = 2;
         let model = random::model(&mut rng, &[3], d, CovKind::Diagonal);
         let engines = [GpuLike::lending(), GpuLike::lending()];
-        let parts = engines
-            .iter()
-            .map(|e| e.load(&model))
-            .collect::<Result<Vec<_>>>()
-            .unwrap();
-        let mut mm = MultiModel {
-            parts,
-            min_part_rows: 1,
-            next: 0,
-            given: vec![0; 2],
-            held: VecDeque::new(),
-            turns: GatherTurns::default(),
-            flight: VecDeque::new(),
-            like: 0.0,
-            prepared: false,
-        };
+        let mut mm = lending_model(&engines, &model);
         let mut acc = ModelAccumulators::zeros(&model, UpdateFlags::default());
         let sizes = [300, 100, 100, 100, 50, 250, 20, 20, 20, 20, 20, 20, 20, 20];
         let total: usize = sizes.iter().sum();
@@ -1002,6 +1003,73 @@ mod tests {
         assert!(mm.held.is_empty() && mm.flight.is_empty());
         let occupancy: f64 = acc.states[0].occupancy.iter().sum();
         assert!((occupancy - total as f64).abs() < 1e-4, "{occupancy}");
+    }
+
+    /// A held batch whose frames are in place goes to its device at the
+    /// next hold, before the batches after it (the rounds of the sessions
+    /// before held it until a whole round after it was full).
+    #[test]
+    fn a_batch_is_sent_as_soon_as_its_frames_are_in_place() {
+        let mut rng = Rng::new(12);
+        let d = 2;
+        let model = random::model(&mut rng, &[3], d, CovKind::Diagonal);
+        let engines = [GpuLike::lending(), GpuLike::lending()];
+        let mut mm = lending_model(&engines, &model);
+        let mut acc = ModelAccumulators::zeros(&model, UpdateFlags::default());
+        let data = random::features(&mut rng, 200, d);
+        let mut frames = mm.host_frames(100 * d).unwrap();
+        assert!(frames.keep_parts(vec![Box::new(data[..100 * d].to_vec())]));
+        mm.accumulate_frames(&mut frames, d, FrameTargets::Global, &mut acc)
+            .unwrap();
+        let t0 = std::time::Instant::now();
+        while !mm.held.front().is_some_and(|h| h.frames.is_done()) {
+            assert!(
+                t0.elapsed().as_secs() < 10,
+                "the copy of the first batch never ended"
+            );
+            std::thread::yield_now();
+        }
+        assert_eq!((mm.held.len(), mm.flight.len()), (1, 0));
+        let mut frames = mm.host_frames(100 * d).unwrap();
+        assert!(frames.keep_parts(vec![Box::new(data[100 * d..].to_vec())]));
+        mm.accumulate_frames(&mut frames, d, FrameTargets::Global, &mut acc)
+            .unwrap();
+        assert_eq!(
+            mm.flight.len(),
+            1,
+            "the first batch went at the second's hold"
+        );
+        assert_eq!(mm.flight[0].part, 0);
+        mm.settle(&mut acc).unwrap();
+        let occupancy: f64 = acc.states[0].occupancy.iter().sum();
+        assert!((occupancy - 200.0).abs() < 1e-4, "{occupancy}");
+    }
+
+    /// Copies take their turns in ticket order, whatever order their
+    /// threads start in, and a panicking one passes its turn on.
+    #[test]
+    fn copies_take_their_turns_in_batch_order() {
+        let mut turns = GatherTurns::default();
+        let tickets: Vec<_> = (0..4).map(|_| turns.ticket()).collect();
+        let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let handles: Vec<_> = tickets
+            .into_iter()
+            .rev()
+            .map(|(ticket, turn)| {
+                let order = order.clone();
+                std::thread::spawn(move || {
+                    in_turn(ticket, &turn, || {
+                        order.lock().unwrap().push(ticket);
+                        if ticket == 1 {
+                            panic!("a copy that fails");
+                        }
+                    })
+                })
+            })
+            .collect();
+        let failed = handles.into_iter().filter_map(|h| h.join().err()).count();
+        assert_eq!(failed, 1);
+        assert_eq!(*order.lock().unwrap(), vec![0, 1, 2, 3]);
     }
 
     /// The test above would see a wrong order: the same batches added in
