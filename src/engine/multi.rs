@@ -28,6 +28,7 @@
 
 use std::collections::VecDeque;
 use std::ops::Range;
+use std::sync::{Arc, Condvar, Mutex};
 
 use super::{Engine, FrameBatch, FrameTargets, HostFrames, LoadedModel, Selection, StateSubsets};
 use crate::model::AcousticModel;
@@ -205,17 +206,15 @@ enum Gathering {
 #[derive(Default)]
 struct GatherTurns {
     next: u64,
-    turn: std::sync::Arc<(std::sync::Mutex<u64>, std::sync::Condvar)>,
+    turn: Arc<Turn>,
 }
+
+/// The ticket whose turn it is, and the signal that it changed.
+type Turn = (Mutex<u64>, Condvar);
 
 impl GatherTurns {
     /// A ticket for the next batch, and the turns it waits on.
-    fn ticket(
-        &mut self,
-    ) -> (
-        u64,
-        std::sync::Arc<(std::sync::Mutex<u64>, std::sync::Condvar)>,
-    ) {
+    fn ticket(&mut self) -> (u64, Arc<Turn>) {
         self.next += 1;
         (self.next - 1, self.turn.clone())
     }
@@ -223,12 +222,8 @@ impl GatherTurns {
 
 /// Runs `f` in the turn of `ticket`, then gives the turn to the next (also
 /// when `f` panics).
-fn in_turn<T>(
-    ticket: u64,
-    turn: &(std::sync::Mutex<u64>, std::sync::Condvar),
-    f: impl FnOnce() -> T,
-) -> T {
-    struct Pass<'a>(u64, &'a (std::sync::Mutex<u64>, std::sync::Condvar));
+fn in_turn<T>(ticket: u64, turn: &Turn, f: impl FnOnce() -> T) -> T {
+    struct Pass<'a>(u64, &'a Turn);
     impl Drop for Pass<'_> {
         fn drop(&mut self) {
             let (lock, cv) = self.1;
@@ -247,20 +242,20 @@ fn in_turn<T>(
 }
 
 impl Gathering {
-    fn start(mut frames: HostFrames, turns: &mut GatherTurns) -> Result<Self> {
+    /// `frames` (`rows` of them) copied into place in their turn.
+    fn start(mut frames: HostFrames, rows: usize, turns: &mut GatherTurns) -> Result<Self> {
         if !frames.has_kept_parts() {
             return Ok(Gathering::Ready(frames));
         }
         let (ticket, turn) = turns.ticket();
         let turn2 = turn.clone();
-        let n = frames.len();
         std::thread::Builder::new()
             .name("amtool-gather".into())
             .spawn(move || {
                 in_turn(ticket, &turn, || {
-                    crate::engine::cuda::model::trace_mark_with(|| format!("gather{}", n / 40));
+                    crate::engine::cuda::model::trace_mark_with(|| format!("gather{rows}"));
                     frames.gather();
-                    crate::engine::cuda::model::trace_mark_with(|| format!("gathered{}", n / 40));
+                    crate::engine::cuda::model::trace_mark_with(|| format!("gathered{rows}"));
                 });
                 frames
             })
@@ -665,9 +660,8 @@ impl<'e> MultiModel<'e> {
             for (i, (stats, rows)) in stats.into_iter().zip(rows).enumerate() {
                 let part = (first + i) % n;
                 self.flight.push_back(Flight { part, stats });
-                self.given[part] += rows;
+                self.give(part, rows);
             }
-            self.give(first, 0);
         }
         Ok(())
     }
@@ -801,10 +795,11 @@ impl LoadedModel for MultiModel<'_> {
             frames.clear();
             r?;
         } else {
+            let rows = frames.len() / dim;
             let batch = Held {
                 part: self.next,
-                rows: frames.len() / dim,
-                frames: Gathering::start(std::mem::take(frames), &mut self.turns)?,
+                rows,
+                frames: Gathering::start(std::mem::take(frames), rows, &mut self.turns)?,
                 dim,
                 targets: OwnedTargets::of(&targets),
             };
@@ -966,6 +961,14 @@ mod tests {
         MultiModel::new(parts, 1)
     }
 
+    /// `rows` (`d` wide) as one batch of `mm`, kept to be copied in.
+    fn send_rows(mm: &mut MultiModel<'_>, rows: &[f32], d: usize, acc: &mut ModelAccumulators) {
+        let mut frames = mm.host_frames(rows.len()).unwrap();
+        assert!(frames.keep_parts(vec![Box::new(rows.to_vec())]));
+        mm.accumulate_frames(&mut frames, d, FrameTargets::Global, acc)
+            .unwrap();
+    }
+
     /// Batches of uneven sizes go to the device given the fewest frames;
     /// no more than [`HELD`] a device wait and [`DEPTH`] a device are in
     /// flight; a settle sends every batch, each counted once.
@@ -983,11 +986,8 @@ mod tests {
         let mut nexts = Vec::new();
         let mut at = 0;
         for &n in &sizes {
-            let mut frames = mm.host_frames(n * d).unwrap();
-            assert!(frames.keep_parts(vec![Box::new(data[at * d..(at + n) * d].to_vec())]));
+            send_rows(&mut mm, &data[at * d..(at + n) * d], d, &mut acc);
             at += n;
-            mm.accumulate_frames(&mut frames, d, FrameTargets::Global, &mut acc)
-                .unwrap();
             nexts.push(mm.next);
             assert!(mm.held.len() <= HELD * 2, "{} held", mm.held.len());
             for p in 0..2 {
@@ -1017,10 +1017,7 @@ mod tests {
         let mut mm = lending_model(&engines, &model);
         let mut acc = ModelAccumulators::zeros(&model, UpdateFlags::default());
         let data = random::features(&mut rng, 200, d);
-        let mut frames = mm.host_frames(100 * d).unwrap();
-        assert!(frames.keep_parts(vec![Box::new(data[..100 * d].to_vec())]));
-        mm.accumulate_frames(&mut frames, d, FrameTargets::Global, &mut acc)
-            .unwrap();
+        send_rows(&mut mm, &data[..100 * d], d, &mut acc);
         let t0 = std::time::Instant::now();
         while !mm.held.front().is_some_and(|h| h.frames.is_done()) {
             assert!(
@@ -1030,10 +1027,7 @@ mod tests {
             std::thread::yield_now();
         }
         assert_eq!((mm.held.len(), mm.flight.len()), (1, 0));
-        let mut frames = mm.host_frames(100 * d).unwrap();
-        assert!(frames.keep_parts(vec![Box::new(data[100 * d..].to_vec())]));
-        mm.accumulate_frames(&mut frames, d, FrameTargets::Global, &mut acc)
-            .unwrap();
+        send_rows(&mut mm, &data[100 * d..], d, &mut acc);
         assert_eq!(
             mm.flight.len(),
             1,
@@ -1051,7 +1045,7 @@ mod tests {
     fn copies_take_their_turns_in_batch_order() {
         let mut turns = GatherTurns::default();
         let tickets: Vec<_> = (0..4).map(|_| turns.ticket()).collect();
-        let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let order = Arc::new(Mutex::new(Vec::new()));
         let handles: Vec<_> = tickets
             .into_iter()
             .rev()

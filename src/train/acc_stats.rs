@@ -178,13 +178,15 @@ struct Batch {
 }
 
 impl Batch {
-    /// Make room for an utterance of `mode`: sends what is queued first when
-    /// the mode changes or the batch is full. Returns the like of a send.
+    /// Make room for an utterance of `mode` (`rows` frames, `feats`): sends
+    /// what is queued first when the mode changes or the batch is full (its
+    /// room, or its [`batch_limit`] from what `feats` tells of the input
+    /// left). Returns the like of a send.
     fn prepare(
         &mut self,
         mode: Mode,
         rows: usize,
-        left: Option<usize>,
+        feats: &UttFeats<'_>,
         dim: usize,
         loaded: &mut dyn LoadedModel,
         accs: &mut ModelAccumulators,
@@ -193,14 +195,13 @@ impl Batch {
         let room = self.room;
         let over_batch = self.frames + rows > BATCH_FRAMES;
         let over_room = self.frames + rows > room;
+        // The limit (at most a batch) of a batch begun.
         let over_limit = self.frames + rows > self.limit;
-        if self.mode.is_some_and(|m| m != mode)
-            || ((over_batch || over_room || over_limit) && self.frames > 0)
-        {
+        if self.mode.is_some_and(|m| m != mode) || ((over_room || over_limit) && self.frames > 0) {
             like = self.flush(dim, loaded, accs)?;
         }
         if self.frames == 0 {
-            self.limit = batch_limit(left);
+            self.limit = batch_limit(feats.frames_left(rows));
         }
         // Room grows as batches fill (page-locked memory costs time to get
         // and to give back: a small job never takes a whole batch's); an
@@ -438,7 +439,7 @@ impl<'e> AmAccStats<'e> {
         self.like += self.batch.prepare(
             Mode::Aligned,
             rows,
-            feats.frames_left(rows),
+            &feats,
             self.dim,
             self.loaded.as_mut(),
             &mut self.accs,
@@ -484,7 +485,7 @@ impl<'e> AmAccStats<'e> {
         self.like += self.batch.prepare(
             Mode::Weighted,
             rows,
-            feats.frames_left(rows),
+            &feats,
             self.dim,
             self.loaded.as_mut(),
             &mut self.accs,
@@ -596,7 +597,7 @@ impl<'e> GlobalAccStats<'e> {
             Mode::Global
         };
         let feats = feats.into();
-        self.make_room(mode, rows, feats.frames_left(rows))?;
+        self.make_room(mode, rows, &feats)?;
         let weight = match weights {
             None => rows as f64,
             Some(w) => {
@@ -626,11 +627,11 @@ impl<'e> GlobalAccStats<'e> {
 
     /// [`Batch::prepare`] for an utterance of `rows` frames (the likelihood
     /// of a batch it sends counted).
-    fn make_room(&mut self, mode: Mode, rows: usize, left: Option<usize>) -> Result<()> {
+    fn make_room(&mut self, mode: Mode, rows: usize, feats: &UttFeats<'_>) -> Result<()> {
         self.like += self.batch.prepare(
             mode,
             rows,
-            left,
+            feats,
             self.dim,
             self.loaded.as_mut(),
             &mut self.accs,
@@ -650,7 +651,7 @@ impl<'e> GlobalAccStats<'e> {
     ) -> Result<UttOutcome> {
         check_len(key, &feats, rows, self.dim)?;
         check_selection(key, gselect, self.num_comp)?;
-        self.make_room(Mode::Selected, rows, feats.frames_left(rows))?;
+        self.make_room(Mode::Selected, rows, &feats)?;
         let b = &mut self.batch;
         for (t, sel) in gselect.iter().enumerate() {
             b.components.extend(sel.iter().map(|&g| g as u32));
