@@ -14,7 +14,7 @@ use amtool_formats::kaldi::table::{SequentialTableReader, TableWriter};
 use super::json::Json;
 use super::random::{self, Rng};
 use super::{accumulate_once, time_median, BenchConfig};
-use crate::engine::cuda::model::trace_mark;
+use crate::engine::cuda::model::{trace_flush, trace_mark};
 use crate::engine::{Engine, FrameBatch, FrameTargets};
 use crate::model::CovKind;
 use crate::stats::UpdateFlags;
@@ -114,6 +114,7 @@ pub fn acc_stats_ark(
         like = acc.take_like()?;
         acc.into_diag()?;
         trace_mark("end");
+        trace_flush();
         s[3] = t.elapsed().as_secs_f64();
         split = s;
         Ok(None)

@@ -28,6 +28,7 @@
 
 use std::collections::VecDeque;
 use std::ops::Range;
+use std::sync::mpsc::{sync_channel, Receiver, TryRecvError};
 use std::sync::{Arc, Condvar, Mutex};
 
 use super::{Engine, FrameBatch, FrameTargets, HostFrames, LoadedModel, Selection, StateSubsets};
@@ -193,10 +194,12 @@ struct Held {
 /// The frames of a held batch: ready, or their kept parts
 /// ([`HostFrames::keep_parts`]) being copied into place by a thread of
 /// their own, started when the batch was held, so that the copy overlaps
-/// the filling of the next batches and the wait for the devices.
+/// the filling of the next batches and the wait for the devices. The
+/// thread hands the frames back before it lets go of the parts copied
+/// (see [`HostFrames::gather_apart`]).
 enum Gathering {
     Ready(HostFrames),
-    Copying(std::thread::JoinHandle<HostFrames>),
+    Copying(Receiver<HostFrames>),
 }
 
 /// The turns of the batches' copies: one batch's at a time, in batch
@@ -249,17 +252,21 @@ impl Gathering {
         }
         let (ticket, turn) = turns.ticket();
         let turn2 = turn.clone();
+        let (tx, rx) = sync_channel(1);
         std::thread::Builder::new()
             .name("amtool-gather".into())
             .spawn(move || {
-                in_turn(ticket, &turn, || {
+                let copied = in_turn(ticket, &turn, || {
                     crate::engine::cuda::model::trace_mark_with(|| format!("gather{rows}"));
-                    frames.gather();
+                    let copied = frames.gather_apart();
                     crate::engine::cuda::model::trace_mark_with(|| format!("gathered{rows}"));
+                    copied
                 });
-                frames
+                // A closed channel: the batch was dropped (an error).
+                let _ = tx.send(frames);
+                drop(copied);
             })
-            .map(Gathering::Copying)
+            .map(|_| Gathering::Copying(rx))
             .map_err(|e| {
                 // The batches after it must not wait for its turn.
                 in_turn(ticket, &turn2, || ());
@@ -268,18 +275,26 @@ impl Gathering {
     }
 
     /// Whether the frames are in place (finish will not wait).
-    fn is_done(&self) -> bool {
-        match self {
-            Gathering::Ready(_) => true,
-            Gathering::Copying(h) => h.is_finished(),
+    fn is_done(&mut self) -> bool {
+        let Gathering::Copying(rx) = self else {
+            return true;
+        };
+        match rx.try_recv() {
+            Ok(frames) => {
+                *self = Gathering::Ready(frames);
+                true
+            }
+            Err(TryRecvError::Empty) => false,
+            // Its thread panicked: `finish` says so.
+            Err(TryRecvError::Disconnected) => true,
         }
     }
 
     fn finish(self) -> Result<HostFrames> {
         match self {
             Gathering::Ready(f) => Ok(f),
-            Gathering::Copying(h) => h
-                .join()
+            Gathering::Copying(rx) => rx
+                .recv()
                 .map_err(|_| Error::Engine("the thread copying a batch's frames panicked".into())),
         }
     }
@@ -539,7 +554,7 @@ impl<'e> MultiModel<'e> {
             .map(|p| DEPTH.saturating_sub(self.in_flight(p)))
             .collect();
         let mut ready = 0;
-        for (i, h) in self.held.iter().enumerate() {
+        for (i, h) in self.held.iter_mut().enumerate() {
             if room[h.part] == 0 || !(h.frames.is_done() || (wait && i == 0)) {
                 break;
             }
@@ -686,6 +701,13 @@ impl<'e> MultiModel<'e> {
             .zip(round)
             .map(|(p, (piece, t))| move || p.accumulate_apart(piece, t, shape));
         on_threads(jobs).into_iter().collect()
+    }
+}
+
+impl Drop for MultiModel<'_> {
+    /// The batch trace's lines of the job (`AMTOOL_BATCH_TRACE=1`) written.
+    fn drop(&mut self) {
+        crate::engine::cuda::model::trace_flush();
     }
 }
 
@@ -1019,7 +1041,7 @@ mod tests {
         let data = random::features(&mut rng, 200, d);
         send_rows(&mut mm, &data[..100 * d], d, &mut acc);
         let t0 = std::time::Instant::now();
-        while !mm.held.front().is_some_and(|h| h.frames.is_done()) {
+        while !mm.held.front_mut().is_some_and(|h| h.frames.is_done()) {
             assert!(
                 t0.elapsed().as_secs() < 10,
                 "the copy of the first batch never ended"
@@ -1064,6 +1086,64 @@ mod tests {
         let failed = handles.into_iter().filter_map(|h| h.join().err()).count();
         assert_eq!(failed, 1);
         assert_eq!(*order.lock().unwrap(), vec![0, 1, 2, 3]);
+    }
+
+    /// A part whose drop waits (up to 10 s) until the test lets it go and
+    /// notes whether it was let go.
+    struct SlowToDrop {
+        frames: Vec<f32>,
+        release: Mutex<std::sync::mpsc::Receiver<()>>,
+        released: Arc<Mutex<Option<bool>>>,
+    }
+
+    impl crate::engine::host_frames::FrameSource for SlowToDrop {
+        fn floats(&self) -> usize {
+            self.frames.len()
+        }
+        fn copy_to(&self, dst: &mut [f32]) {
+            dst.copy_from_slice(&self.frames);
+        }
+    }
+
+    impl Drop for SlowToDrop {
+        fn drop(&mut self) {
+            let waited = self
+                .release
+                .lock()
+                .unwrap()
+                .recv_timeout(std::time::Duration::from_secs(10));
+            *self.released.lock().unwrap() = Some(waited.is_ok());
+        }
+    }
+
+    /// A batch's frames are handed on as soon as they are copied, before
+    /// the parts copied are let go (letting go of a mapped archive's last
+    /// part unmaps it, which held the job's last batch 3–4 ms): here the
+    /// drop of the part waits for the test, which lets it go only once
+    /// `finish` has returned the frames.
+    #[test]
+    fn copied_frames_come_back_before_their_parts_are_let_go() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let released = Arc::new(Mutex::new(None));
+        let part = SlowToDrop {
+            frames: vec![1.0, 2.0, 3.0],
+            release: Mutex::new(rx),
+            released: released.clone(),
+        };
+        let mut frames =
+            HostFrames::lent(Box::new(crate::engine::test_engines::VecMem(vec![0.0; 3])));
+        assert!(frames.keep_parts(vec![Box::new(part)]));
+        let mut turns = GatherTurns::default();
+        let gathering = Gathering::start(frames, 1, &mut turns).unwrap();
+        let frames = gathering.finish().unwrap();
+        assert_eq!(frames.as_slice(), &[1.0, 2.0, 3.0]);
+        assert_eq!(*released.lock().unwrap(), None, "the part was let go first");
+        tx.send(()).unwrap();
+        let t0 = std::time::Instant::now();
+        while released.lock().unwrap().is_none() && t0.elapsed().as_secs() < 20 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(*released.lock().unwrap(), Some(true));
     }
 
     /// The test above would see a wrong order: the same batches added in

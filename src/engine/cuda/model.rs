@@ -24,7 +24,7 @@
 
 mod apart;
 mod batch_trace;
-pub use batch_trace::{mark as trace_mark, mark_with as trace_mark_with};
+pub use batch_trace::{flush as trace_flush, mark as trace_mark, mark_with as trace_mark_with};
 
 use std::collections::VecDeque;
 use std::ops::Range;

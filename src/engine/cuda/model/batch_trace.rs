@@ -6,8 +6,14 @@
 //! what showed where acc_stats_ark's devices idled (docs/performance.md,
 //! ninth session): a copy enqueued too late, a round's copies serialised
 //! with its sends. Off, it costs one load of a flag a batch.
+//!
+//! The lines are kept in memory and written by [`flush`] (at the end of a
+//! bench job, and when a multi-device model is dropped): written as they
+//! came, a thread's line waited for the terminal or file and for the other
+//! threads' lines, and the trace showed stalls that an untraced run did
+//! not have.
 
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
 use cudarc::driver::{CudaEvent, CudaStream};
@@ -60,6 +66,29 @@ impl DeviceClock {
     }
 }
 
+/// The lines not yet written.
+static LINES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// Keeps `line` for [`flush`].
+fn keep(line: String) {
+    LINES.lock().unwrap_or_else(|e| e.into_inner()).push(line);
+}
+
+/// The lines kept so far, in the order they came; none kept after.
+fn take_lines() -> Vec<String> {
+    std::mem::take(&mut *LINES.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// Writes the lines kept so far to stderr, in the order they came.
+pub fn flush() {
+    if !on() {
+        return;
+    }
+    for line in take_lines() {
+        eprintln!("{line}");
+    }
+}
+
 /// A line marking a step of the host's job (its start, the model loaded,
 /// the settle) on the batches' clock, when tracing is on.
 pub fn mark(what: &str) {
@@ -69,7 +98,11 @@ pub fn mark(what: &str) {
 /// [`mark`] of a text made only when tracing is on.
 pub fn mark_with(what: impl FnOnce() -> String) {
     if on() {
-        eprintln!("LOG (amtool) batch: mark={} at={:.3}", what(), now_ms());
+        keep(format!(
+            "LOG (amtool) batch: mark={} at={:.3}",
+            what(),
+            now_ms()
+        ));
     }
 }
 
@@ -94,13 +127,13 @@ pub(super) fn report(
         .iter()
         .map(|(a, b)| format!("{:.3}-{:.3}", clock.ms(a), clock.ms(b)))
         .collect();
-    eprintln!(
+    keep(format!(
         "LOG (amtool) batch: device={device} frames={frames} sent={:.3}-{:.3} kernels={} collected={:.3}",
         sent.0,
         sent.1,
         kernels.join(","),
         now_ms()
-    );
+    ));
 }
 
 #[cfg(test)]
@@ -116,5 +149,22 @@ mod tests {
         }
         let s = send_span(Some(1.0)).unwrap();
         assert!(s.0 == 1.0 && s.1 >= 0.0);
+    }
+
+    /// Lines are kept in the order they came, from any thread, and taken
+    /// once.
+    #[test]
+    fn lines_are_kept_in_order_until_taken() {
+        keep("first".into());
+        std::thread::spawn(|| keep("second".into())).join().unwrap();
+        keep("third".into());
+        let lines = take_lines();
+        let ours: Vec<&str> = lines
+            .iter()
+            .map(String::as_str)
+            .filter(|l| ["first", "second", "third"].contains(l))
+            .collect();
+        assert_eq!(ours, ["first", "second", "third"]);
+        assert!(!take_lines().iter().any(|l| l == "first"));
     }
 }
