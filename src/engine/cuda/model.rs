@@ -1819,7 +1819,7 @@ impl CudaModel<'_> {
                 }
                 _ => 0,
             };
-        let cap = self.chunk_cap(per_frame)?;
+        let cap = crate::timeline::tally("chunk_cap", || self.chunk_cap(per_frame))?;
         let nf = chunk_of(feats.frames, cap);
         // A job's batches grow from 16k frames to 256k: its buffers are
         // made once, for the chunks of a full batch.
@@ -1827,10 +1827,12 @@ impl CudaModel<'_> {
             true => nf.max(STREAM_FLOOR_FRAMES.min(cap)),
             false => nf,
         };
-        if let Some(e) = &mut self.e16 {
-            e.reserve(room);
-        }
-        self.ensure_streaming(room)?;
+        crate::timeline::tally("stats_buffers", || {
+            if let Some(e) = &mut self.e16 {
+                e.reserve(room);
+            }
+            self.ensure_streaming(room)
+        })?;
         for (ci, c0) in (0..feats.frames).step_by(nf).enumerate() {
             let c1 = (c0 + nf).min(feats.frames);
             let b = ci % 2;

@@ -62,8 +62,13 @@ impl CudaModel<'_> {
             self.batch_clock = DeviceClock::start(&self.eng.stream)?;
         }
         let start = batch_trace::send_start();
-        let mut pend = self.begin_pending()?;
+        // Where a send's host time goes (`amtool bench`'s `host_*` keys,
+        // summed over the devices' threads; the chunks' own steps are
+        // `stage` and `stats_chunk`).
+        let _t = crate::timeline::Tally::start("send_apart");
+        let mut pend = crate::timeline::tally("begin_pending", || self.begin_pending())?;
         let r = self.enqueue_stats(feats, targets, src, &mut pend);
+        let _d = crate::timeline::Tally::start("sums_download");
         let copy = r.and_then(|()| {
             let mut sums = self.eng.pinned.take_sums(pend.acc64.len())?;
             let mut total = self.eng.pinned.take_sums(1)?;
