@@ -133,3 +133,47 @@ fn bad_case_or_engine_is_an_error() {
     let (code, _, err) = bench(&["--engine", "tpu", "--case", "estep_seed000"]);
     assert_eq!(code, 1, "{err}");
 }
+
+/// acc_stats_ark on the CPU engine: the archive written and read back in
+/// batches gives the likelihood of the same frames in one call in memory
+/// (to the rounding of a different summation order), and the job's steps
+/// are reported.
+#[test]
+fn acc_stats_ark_reads_every_frame_of_its_archive() {
+    let (code, out, err) = bench(&[
+        "--engine",
+        "cpu",
+        "--case",
+        "acc_stats_ark",
+        "--frames",
+        "5500",
+        "--gaussians",
+        "8",
+        "--dim",
+        "6",
+        "--reps",
+        "1",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 1, "{out}");
+    let l = lines[0];
+    assert_eq!(field(l, "case"), "\"acc_stats_ark\"");
+    assert_eq!(
+        (field(l, "T"), field(l, "D"), field(l, "M")),
+        ("5500", "6", "8")
+    );
+    let num = |k: &str| field(l, k).parse::<f64>().unwrap();
+    let (e2e, mem) = (num("avg_like_per_frame"), num("kernel_avg_like_per_frame"));
+    assert!(e2e.is_finite() && e2e < 0.0, "{l}");
+    assert!(
+        (e2e - mem).abs() <= 1e-9 * mem.abs(),
+        "archive {e2e} against memory {mem}"
+    );
+    // 5500 frames of 6 floats, and each utterance's key and header.
+    let gb = num("file_gb");
+    assert!(gb > 5500.0 * 24.0 / 1e9 && gb < 5600.0 * 24.0 / 1e9, "{l}");
+    for k in ["seconds", "read_seconds", "host_settle_seconds"] {
+        assert!(num(k) >= 0.0, "{k} in {l}");
+    }
+}

@@ -13,11 +13,11 @@ use amtool_formats::kaldi::table::{SequentialTableReader, TableWriter};
 
 use super::json::Json;
 use super::random::{self, Rng};
-use super::{accumulate_once, time_median, BenchConfig};
+use super::{time_median, BenchConfig, Timing};
 use crate::engine::cuda::model::{trace_flush, trace_mark};
 use crate::engine::{Engine, FrameBatch, FrameTargets};
-use crate::model::CovKind;
-use crate::stats::UpdateFlags;
+use crate::model::{AcousticModel, CovKind};
+use crate::stats::{ModelAccumulators, UpdateFlags};
 use crate::train::acc_stats::GlobalAccStats;
 use crate::train::prefetch::SharedFeats;
 use crate::{Error, Result};
@@ -49,7 +49,6 @@ pub fn acc_stats_ark(
     cfg: &BenchConfig,
     emit: &mut dyn FnMut(&Json),
 ) -> Result<()> {
-    let case = "acc_stats_ark";
     let (t, d) = (cfg.frames.unwrap_or(3_125_506), cfg.dim.unwrap_or(40));
     let m = cfg.gaussians.unwrap_or(2048);
     let mut rng = Rng::new(cfg.seed);
@@ -60,22 +59,74 @@ pub fn acc_stats_ark(
     let bytes = std::fs::metadata(dir.path().join("feats.ark"))
         .map(|m| m.len())
         .unwrap_or(0);
+    let (kernel, kernel_like) = time_in_memory(engine, &model, &data, d, cfg.reps)?;
+    drop(data);
+    let read = time_plain_read(&spec, t, cfg.reps)?;
+    let job = time_end_to_end(engine, &model, &spec, d, cfg.reps)?;
 
-    let mut lm = engine.load(&model)?;
-    let kernel = time_median(cfg.reps, || {
-        accumulate_once(
-            lm.as_mut(),
-            &model,
-            FrameBatch::new(&data, d),
-            FrameTargets::Global,
-        )?;
+    let budget = 1.5 * kernel.seconds() + read.wall;
+    let mut line = Json::new()
+        .str("case", "acc_stats_ark")
+        .int("T", t)
+        .int("D", d)
+        .int("M", m)
+        .num("seconds", job.timing.wall)
+        .num("kernel_seconds", kernel.seconds())
+        .num("read_seconds", read.wall)
+        .num("budget_seconds", budget)
+        .num(
+            "ratio_to_kernel_plus_read",
+            job.timing.wall / (kernel.seconds() + read.wall),
+        )
+        .num("file_gb", bytes as f64 / 1e9)
+        .num("host_setup_seconds", job.split[0])
+        .num("host_wait_read_seconds", job.split[1])
+        .num("host_queue_and_send_seconds", job.split[2])
+        .num("host_settle_seconds", job.split[3]);
+    // The main thread's steps inside queuing and sending (last run); the
+    // devices' kernel and idle times between batches (`gpu_*`, summed over
+    // devices).
+    for (step, secs) in job.steps {
+        let key = match step.starts_with("gpu_") {
+            true => format!("{step}_seconds"),
+            false => format!("host_{step}_seconds"),
+        };
+        line = line.num(&key, secs);
+    }
+    emit(
+        &line
+            .num("avg_like_per_frame", job.like / t as f64)
+            .num("kernel_avg_like_per_frame", kernel_like / t as f64)
+            .str("engine", engine.name())
+            .str("device", &engine.device()),
+    );
+    Ok(())
+}
+
+/// The engine's kernel time for the statistics of `data` held in memory
+/// (one call), and their Σ log-likelihood.
+fn time_in_memory(
+    engine: &dyn Engine,
+    model: &AcousticModel,
+    data: &[f32],
+    d: usize,
+    reps: usize,
+) -> Result<(Timing, f64)> {
+    let mut lm = engine.load(model)?;
+    let mut like = 0.0;
+    let kernel = time_median(reps, || {
+        let mut acc = ModelAccumulators::zeros(model, UpdateFlags::default());
+        like = lm.accumulate(FrameBatch::new(data, d), FrameTargets::Global, &mut acc)?;
         Ok(lm.last_kernel_seconds())
     })?;
-    drop(lm);
-    drop(data);
+    Ok((kernel, like))
+}
 
-    let read = time_median(cfg.reps, || {
-        let mut r = SequentialTableReader::<Matrix<f32>>::open(&spec).map_err(table_err)?;
+/// One plain read of the archive `spec` that decodes every matrix (`t`
+/// frames in all).
+fn time_plain_read(spec: &str, t: usize, reps: usize) -> Result<Timing> {
+    time_median(reps, || {
+        let mut r = SequentialTableReader::<Matrix<f32>>::open(spec).map_err(table_err)?;
         let mut n = 0usize;
         while let Some((_, mat)) = r.next_entry().map_err(table_err)? {
             n += mat.rows();
@@ -84,19 +135,38 @@ pub fn acc_stats_ark(
             return Err(Error::Usage(format!("bench ark: read {n} frames of {t}")));
         }
         Ok(None)
-    })?;
+    })
+}
 
+/// The end-to-end job's time, its Σ log-likelihood, and where its main
+/// thread's time went (last run): setting up, waiting for the reader
+/// thread, queuing and sending batches, settling at the end; and the
+/// tallied steps inside them.
+struct EndToEnd {
+    timing: Timing,
+    like: f64,
+    split: [f64; 4],
+    steps: Vec<(&'static str, f64)>,
+}
+
+/// `gmm-global-acc-stats`' job on the archive `spec`, as `amtool
+/// acc-stats` runs it.
+fn time_end_to_end(
+    engine: &dyn Engine,
+    model: &AcousticModel,
+    spec: &str,
+    d: usize,
+    reps: usize,
+) -> Result<EndToEnd> {
     let mut like = 0.0;
-    // Where the main thread's time goes (last run): waiting for the reader
-    // thread, queuing and sending batches, and settling at the end.
     let mut split = [0f64; 4];
-    let e2e = time_median(cfg.reps, || {
+    let timing = time_median(reps, || {
         crate::timeline::tallies_on();
         let t0 = std::time::Instant::now();
         trace_mark("start");
-        let mut acc = GlobalAccStats::new(engine, &model, UpdateFlags::default())?;
+        let mut acc = GlobalAccStats::new(engine, model, UpdateFlags::default())?;
         trace_mark("loaded");
-        let mut r = SharedFeats::open(&spec).map_err(table_err)?;
+        let mut r = SharedFeats::open(spec).map_err(table_err)?;
         let mut s = [t0.elapsed().as_secs_f64(), 0.0, 0.0, 0.0];
         loop {
             let t = std::time::Instant::now();
@@ -119,43 +189,12 @@ pub fn acc_stats_ark(
         split = s;
         Ok(None)
     })?;
-    let steps = crate::timeline::tallies_off();
-    let budget = 1.5 * kernel.seconds() + read.wall;
-    let mut line = Json::new()
-        .str("case", case)
-        .int("T", t)
-        .int("D", d)
-        .int("M", m)
-        .num("seconds", e2e.wall)
-        .num("kernel_seconds", kernel.seconds())
-        .num("read_seconds", read.wall)
-        .num("budget_seconds", budget)
-        .num(
-            "ratio_to_kernel_plus_read",
-            e2e.wall / (kernel.seconds() + read.wall),
-        )
-        .num("file_gb", bytes as f64 / 1e9)
-        .num("host_setup_seconds", split[0])
-        .num("host_wait_read_seconds", split[1])
-        .num("host_queue_and_send_seconds", split[2])
-        .num("host_settle_seconds", split[3]);
-    // The main thread's steps inside queuing and sending (last run); the
-    // devices' kernel and idle times between batches (`gpu_*`, summed over
-    // devices).
-    for (step, secs) in steps {
-        let key = match step.starts_with("gpu_") {
-            true => format!("{step}_seconds"),
-            false => format!("host_{step}_seconds"),
-        };
-        line = line.num(&key, secs);
-    }
-    emit(
-        &line
-            .num("avg_like_per_frame", like / t as f64)
-            .str("engine", engine.name())
-            .str("device", &engine.device()),
-    );
-    Ok(())
+    Ok(EndToEnd {
+        timing,
+        like,
+        split,
+        steps: crate::timeline::tallies_off(),
+    })
 }
 
 /// `amtool score` end to end (gmm-compute-likes): a feature ark on disk of
