@@ -7,6 +7,7 @@
 //! device reads the batch from there. Otherwise it is a plain vector.
 
 use std::any::Any;
+use std::sync::OnceLock;
 
 use rayon::prelude::*;
 
@@ -316,6 +317,33 @@ fn split_kept<'m>(mut mem: &'m mut [f32], kept: &[Kept]) -> Vec<(usize, &'m mut 
     places
 }
 
+/// The variable that gives the copies of kept parts a pool of their own of
+/// N threads (unset: rayon's global pool, a thread a core). While a batch
+/// is copied with every core, the threads that read the input and hold the
+/// next batches wait for one.
+pub const GATHER_THREADS_ENV: &str = "AMTOOL_GATHER_THREADS";
+
+/// A pool of `threads` threads for the copies, when the value is a count
+/// of at least one.
+fn gather_pool(threads: Option<&str>) -> Option<rayon::ThreadPool> {
+    let n: usize = threads?.trim().parse().ok().filter(|&n| n > 0)?;
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(n)
+        .thread_name(|i| format!("amtool-copy-{i}"))
+        .build()
+        .ok()
+}
+
+/// Runs `f` in the copies' pool ([`GATHER_THREADS_ENV`]).
+fn in_gather_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    static POOL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
+    let pool = POOL.get_or_init(|| gather_pool(std::env::var(GATHER_THREADS_ENV).ok().as_deref()));
+    match pool {
+        Some(p) => p.install(f),
+        None => f(),
+    }
+}
+
 /// Each part copied to its place, in parallel, with its maxima noted when
 /// `maxima` tracks them.
 fn copy_parts(
@@ -324,14 +352,16 @@ fn copy_parts(
     maxima: &mut Option<RowMaxima>,
 ) {
     let dim = maxima.as_ref().map(|m| m.dim().max(1));
-    let found: Vec<Option<(usize, usize, Vec<f32>)>> = places
-        .into_par_iter()
-        .zip(parts.par_iter())
-        .map(|((at, dst), p)| {
-            p.copy_to(dst);
-            dim.map(|d| (at, dst.len(), block_abs_max(dst, d)))
-        })
-        .collect();
+    let found: Vec<Option<(usize, usize, Vec<f32>)>> = in_gather_pool(|| {
+        places
+            .into_par_iter()
+            .zip(parts.par_iter())
+            .map(|((at, dst), p)| {
+                p.copy_to(dst);
+                dim.map(|d| (at, dst.len(), block_abs_max(dst, d)))
+            })
+            .collect()
+    });
     if let Some(rm) = maxima {
         let d = rm.dim().max(1);
         for (at, n, max) in found.into_iter().flatten() {
@@ -345,6 +375,23 @@ mod tests {
     use super::*;
 
     use crate::engine::test_engines::VecMem;
+
+    /// AMTOOL_GATHER_THREADS=N gives the copies a pool of N threads; an
+    /// unset, zero or unreadable value leaves them on the global pool.
+    #[test]
+    fn the_copies_pool_has_the_threads_asked_for() {
+        assert_eq!(
+            gather_pool(Some("3")).map(|p| p.current_num_threads()),
+            Some(3)
+        );
+        assert_eq!(
+            gather_pool(Some(" 16 ")).map(|p| p.current_num_threads()),
+            Some(16)
+        );
+        for v in [None, Some("0"), Some("all"), Some("")] {
+            assert!(gather_pool(v).is_none(), "{v:?}");
+        }
+    }
 
     #[test]
     fn plain_grows_and_clears() {
