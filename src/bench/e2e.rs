@@ -14,7 +14,7 @@ use amtool_formats::kaldi::table::{SequentialTableReader, TableWriter};
 use super::json::Json;
 use super::random::{self, Rng};
 use super::{time_median, BenchConfig, Timing};
-use crate::engine::cuda::model::{trace_flush, trace_mark};
+use crate::engine::batch_trace::{flush as trace_flush, mark as trace_mark};
 use crate::engine::{Engine, FrameBatch, FrameTargets};
 use crate::model::{AcousticModel, CovKind};
 use crate::stats::{ModelAccumulators, UpdateFlags};

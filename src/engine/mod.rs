@@ -6,6 +6,7 @@
 //! number of threads or on the chunking of frames; CPU and GPU agree to float
 //! rounding (see the property tests).
 
+pub mod batch_trace;
 pub mod choice;
 pub mod cpu;
 pub mod cuda;

@@ -257,9 +257,9 @@ impl Gathering {
             .name("amtool-gather".into())
             .spawn(move || {
                 let copied = in_turn(ticket, &turn, || {
-                    crate::engine::cuda::model::trace_mark_with(|| format!("gather{rows}"));
+                    crate::engine::batch_trace::mark_with(|| format!("gather{rows}"));
                     let copied = frames.gather_apart();
-                    crate::engine::cuda::model::trace_mark_with(|| format!("gathered{rows}"));
+                    crate::engine::batch_trace::mark_with(|| format!("gathered{rows}"));
                     copied
                 });
                 // A closed channel: the batch was dropped (an error).
@@ -509,7 +509,7 @@ impl<'e> MultiModel<'e> {
     /// what is ready; waits for the oldest batch held when more than
     /// [`HELD`] a device wait.
     fn hold(&mut self, batch: Held, acc: &mut ModelAccumulators) -> Result<()> {
-        crate::engine::cuda::model::trace_mark_with(|| format!("hold-dev{}", batch.part));
+        crate::engine::batch_trace::mark_with(|| format!("hold-dev{}", batch.part));
         self.give(batch.part, batch.rows);
         self.held.push_back(batch);
         self.send_ready(acc, false)?;
@@ -701,13 +701,6 @@ impl<'e> MultiModel<'e> {
             .zip(round)
             .map(|(p, (piece, t))| move || p.accumulate_apart(piece, t, shape));
         on_threads(jobs).into_iter().collect()
-    }
-}
-
-impl Drop for MultiModel<'_> {
-    /// The batch trace's lines of the job (`AMTOOL_BATCH_TRACE=1`) written.
-    fn drop(&mut self) {
-        crate::engine::cuda::model::trace_flush();
     }
 }
 

@@ -24,7 +24,6 @@
 
 mod apart;
 mod batch_trace;
-pub use batch_trace::{flush as trace_flush, mark as trace_mark, mark_with as trace_mark_with};
 
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -1680,9 +1679,9 @@ impl LoadedModel for CudaModel<'_> {
     }
 
     fn prepare_statistics(&mut self, targets: &FrameTargets<'_>) -> Result<()> {
-        batch_trace::mark("prepare");
+        crate::engine::batch_trace::mark("prepare");
         let r = self.ensure_stats_model(targets);
-        batch_trace::mark("prepared");
+        crate::engine::batch_trace::mark("prepared");
         r
     }
 

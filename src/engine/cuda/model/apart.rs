@@ -11,6 +11,7 @@ use cudarc::driver::{CudaEvent, PinnedHostSlice};
 
 use super::batch_trace::{self, DeviceClock};
 use super::{CudaModel, Source};
+use crate::engine::batch_trace::{send_span, send_start};
 use crate::engine::cuda::{driver_err, plan};
 use crate::engine::{FrameBatch, FrameTargets};
 use crate::stats::ModelAccumulators;
@@ -61,25 +62,26 @@ impl CudaModel<'_> {
         if self.batch_clock.is_none() {
             self.batch_clock = DeviceClock::start(&self.eng.stream)?;
         }
-        let start = batch_trace::send_start();
+        let start = send_start();
         // Where a send's host time goes (`amtool bench`'s `host_*` keys,
         // summed over the devices' threads; the chunks' own steps are
         // `stage` and `stats_chunk`).
         let _t = crate::timeline::Tally::start("send_apart");
         let mut pend = crate::timeline::tally("begin_pending", || self.begin_pending())?;
         let r = self.enqueue_stats(feats, targets, src, &mut pend);
-        let _d = crate::timeline::Tally::start("sums_download");
-        let copy = r.and_then(|()| {
-            let mut sums = self.eng.pinned.take_sums(pend.acc64.len())?;
-            let mut total = self.eng.pinned.take_sums(1)?;
-            let s = &self.eng.stream;
-            let e = driver_err("downloading statistics");
-            s.memcpy_dtoh(&pend.acc64, &mut sums).map_err(&e)?;
-            s.memcpy_dtoh(&pend.total, &mut total).map_err(&e)?;
-            Ok(ApartSums {
-                sums,
-                total,
-                weight: pend.weight,
+        let copy = crate::timeline::tally("sums_download", || {
+            r.and_then(|()| {
+                let mut sums = self.eng.pinned.take_sums(pend.acc64.len())?;
+                let mut total = self.eng.pinned.take_sums(1)?;
+                let s = &self.eng.stream;
+                let e = driver_err("downloading statistics");
+                s.memcpy_dtoh(&pend.acc64, &mut sums).map_err(&e)?;
+                s.memcpy_dtoh(&pend.total, &mut total).map_err(&e)?;
+                Ok(ApartSums {
+                    sums,
+                    total,
+                    weight: pend.weight,
+                })
             })
         });
         // The next batch zeroes these on the same stream, after the copies.
@@ -88,7 +90,7 @@ impl CudaModel<'_> {
             copy: Some(copy?),
             timers: std::mem::take(&mut self.timers),
             frames: feats.frames,
-            sent: batch_trace::send_span(start),
+            sent: send_span(start),
         });
         Ok(())
     }

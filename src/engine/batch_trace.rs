@@ -1,0 +1,114 @@
+//! `AMTOOL_BATCH_TRACE=1`: the host's side of the statistics batch trace.
+//! Marks of the host's steps (batches held, their copies, the devices made
+//! ready, the bench job's start and end) and the lines of the batches a
+//! device engine collects (`engine/cuda/model/batch_trace.rs`: when the
+//! host sent each, when its device ran its kernels, when the host collected
+//! it), on one clock. This is what showed where acc_stats_ark's devices
+//! idled (docs/performance.md, ninth session): a copy enqueued too late, a
+//! round's copies serialised with its sends. Off, it costs one load of a
+//! flag a batch.
+//!
+//! The lines are kept in memory and written by [`flush`] (at the end of a
+//! bench job, and as the process exits): written as they came, a thread's
+//! line waited for the terminal or file and for the other threads' lines,
+//! and the trace showed stalls that an untraced run did not have.
+
+use std::sync::{Mutex, OnceLock};
+use std::time::Instant;
+
+/// The variable that turns the lines on.
+pub const ENV: &str = "AMTOOL_BATCH_TRACE";
+
+/// Whether the trace is on.
+pub(crate) fn on() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var(ENV).as_deref() == Ok("1"))
+}
+
+/// Milliseconds since the first use of the clock in this process.
+pub(crate) fn now_ms() -> f64 {
+    static T0: OnceLock<Instant> = OnceLock::new();
+    T0.get_or_init(Instant::now).elapsed().as_secs_f64() * 1e3
+}
+
+/// The lines not yet written.
+static LINES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// Keeps `line` for [`flush`].
+pub(crate) fn keep(line: String) {
+    LINES.lock().unwrap_or_else(|e| e.into_inner()).push(line);
+}
+
+/// The lines kept so far, in the order they came; none kept after.
+fn take_lines() -> Vec<String> {
+    std::mem::take(&mut *LINES.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// Writes the lines kept so far to stderr, in the order they came.
+pub fn flush() {
+    if !on() {
+        return;
+    }
+    for line in take_lines() {
+        eprintln!("{line}");
+    }
+}
+
+/// A line marking a step of the host's job (its start, the model loaded,
+/// the settle) on the batches' clock, when tracing is on.
+pub fn mark(what: &str) {
+    mark_with(|| what.to_string());
+}
+
+/// [`mark`] of a text made only when tracing is on.
+pub fn mark_with(what: impl FnOnce() -> String) {
+    if on() {
+        keep(format!(
+            "LOG (amtool) batch: mark={} at={:.3}",
+            what(),
+            now_ms()
+        ));
+    }
+}
+
+/// The host's send of a batch: `(start, end)` ms, when tracing is on.
+pub(crate) fn send_start() -> Option<f64> {
+    on().then(now_ms)
+}
+
+pub(crate) fn send_span(start: Option<f64>) -> Option<(f64, f64)> {
+    start.map(|s| (s, now_ms()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn off_the_host_times_nothing() {
+        // The variable is not set for the test binary.
+        if std::env::var(ENV).is_err() {
+            assert_eq!(send_start(), None);
+            assert_eq!(send_span(None), None);
+        }
+        let s = send_span(Some(1.0)).unwrap();
+        assert!(s.0 == 1.0 && s.1 >= 0.0);
+    }
+
+    /// Lines are kept in the order they came, from any thread, and taken
+    /// once.
+    #[test]
+    fn lines_are_kept_in_order_until_taken() {
+        keep("first".into());
+        std::thread::spawn(|| keep("second".into())).join().unwrap();
+        keep("third".into());
+        let lines = take_lines();
+        let ours: Vec<&str> = lines
+            .iter()
+            .map(String::as_str)
+            .filter(|l| ["first", "second", "third"].contains(l))
+            .collect();
+        assert_eq!(ours, ["first", "second", "third"]);
+        assert!(!take_lines().iter().any(|l| l == "first"));
+    }
+}
