@@ -13,11 +13,11 @@ use amtool_formats::kaldi::table::{SequentialTableReader, TableWriter};
 
 use super::json::Json;
 use super::random::{self, Rng};
-use super::{time_median, BenchConfig, Timing};
+use super::{accumulate_once, time_median, BenchConfig, Timing};
 use crate::engine::batch_trace::{flush as trace_flush, mark as trace_mark};
 use crate::engine::{Engine, FrameBatch, FrameTargets};
 use crate::model::{AcousticModel, CovKind};
-use crate::stats::{ModelAccumulators, UpdateFlags};
+use crate::stats::UpdateFlags;
 use crate::train::acc_stats::GlobalAccStats;
 use crate::train::prefetch::SharedFeats;
 use crate::{Error, Result};
@@ -115,8 +115,8 @@ fn time_in_memory(
     let mut lm = engine.load(model)?;
     let mut like = 0.0;
     let kernel = time_median(reps, || {
-        let mut acc = ModelAccumulators::zeros(model, UpdateFlags::default());
-        like = lm.accumulate(FrameBatch::new(data, d), FrameTargets::Global, &mut acc)?;
+        let feats = FrameBatch::new(data, d);
+        like = accumulate_once(lm.as_mut(), model, feats, FrameTargets::Global)?.total_like;
         Ok(lm.last_kernel_seconds())
     })?;
     Ok((kernel, like))
@@ -184,11 +184,12 @@ fn time_end_to_end(
         like = acc.take_like()?;
         acc.into_diag()?;
         trace_mark("end");
-        trace_flush();
         s[3] = t.elapsed().as_secs_f64();
         split = s;
         Ok(None)
     })?;
+    // The trace's lines, written after the timed runs.
+    trace_flush();
     Ok(EndToEnd {
         timing,
         like,
