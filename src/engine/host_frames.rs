@@ -30,6 +30,12 @@ pub trait FrameSource: Sync {
     fn floats(&self) -> usize;
     /// Write them to `dst` (`floats()` long).
     fn copy_to(&self, dst: &mut [f32]);
+    /// [`copy_to`](Self::copy_to), returning the largest |x_d| of each of
+    /// the `dim` columns of the rows written (NaN as infinite).
+    fn copy_abs_max(&self, dst: &mut [f32], dim: usize) -> Vec<f32> {
+        self.copy_to(dst);
+        block_abs_max(dst, dim)
+    }
 }
 
 impl<T: FrameSource + ?Sized> FrameSource for Box<T> {
@@ -38,6 +44,9 @@ impl<T: FrameSource + ?Sized> FrameSource for Box<T> {
     }
     fn copy_to(&self, dst: &mut [f32]) {
         (**self).copy_to(dst)
+    }
+    fn copy_abs_max(&self, dst: &mut [f32], dim: usize) -> Vec<f32> {
+        (**self).copy_abs_max(dst, dim)
     }
 }
 
@@ -374,9 +383,12 @@ fn copy_parts(
         places
             .into_par_iter()
             .zip(parts.par_iter())
-            .map(|((at, dst), p)| {
-                p.copy_to(dst);
-                dim.map(|d| (at, dst.len(), block_abs_max(dst, d)))
+            .map(|((at, dst), p)| match dim {
+                Some(d) => Some((at, dst.len(), p.copy_abs_max(dst, d))),
+                None => {
+                    p.copy_to(dst);
+                    None
+                }
             })
             .collect()
     });

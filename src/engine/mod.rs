@@ -8,6 +8,7 @@
 
 pub mod batch_trace;
 pub mod choice;
+pub mod copy_max;
 pub mod cpu;
 pub mod cuda;
 pub mod host_frames;
@@ -290,6 +291,16 @@ pub trait LoadedModel: Send {
     /// uploads the model's forms for them), so that a job's first batch
     /// does not wait for it. Default: nothing.
     fn prepare_statistics(&mut self, _targets: &FrameTargets<'_>) -> Result<()> {
+        Ok(())
+    }
+
+    /// Sends the batches given to
+    /// [`accumulate_frames`](Self::accumulate_frames) whose frames are in
+    /// place by now, for an engine that holds batches while their frames
+    /// are copied; a caller filling a batch calls it between utterances, so
+    /// that a batch copied goes out then, not at the next batch's hold.
+    /// `acc` is the accumulators they will be added into. Default: nothing.
+    fn send_copied(&mut self, _acc: &mut ModelAccumulators) -> Result<()> {
         Ok(())
     }
 

@@ -1,7 +1,8 @@
 //! The largest |x_d| of each dimension over rows of frames: what the
 //! tensor-core E-steps scale each chunk of frames by (`cuda/estep16.rs`,
 //! `cuda/estep_full.rs`). Taken in parallel over blocks of rows, while
-//! copying where there is a copy (the rows are then still in the cache), and
+//! copying where there is a copy (in the same pass, `engine/copy_max.rs`,
+//! for a mapped archive's parts; else from the rows just written), and
 //! kept per copied part of a batch ([`RowMaxima`]) so that a batch gathered
 //! in one place needs no second pass over its frames for any chunk of it.
 //! NaN counts as infinite, so a chunk holding one is refused by the scales.

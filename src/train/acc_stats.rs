@@ -16,7 +16,7 @@
 //! the model) are errors. Nothing here prints.
 
 use amtool_formats::kaldi::accs::{AccumDiagGmm, AccumFullGmm, AmAccs};
-use amtool_formats::kaldi::matrix::SharedMatrix;
+use amtool_formats::kaldi::matrix::{FloatKind, SharedMatrix};
 use amtool_formats::kaldi::model::KaldiModel;
 
 use crate::engine::{Engine, FrameSource, FrameTargets, HostFrames, LoadedModel, Selection};
@@ -137,6 +137,18 @@ impl FrameSource for Part {
             Part::Shared(m) => m.raw().copy_to_f32(dst),
         }
     }
+
+    fn copy_abs_max(&self, dst: &mut [f32], dim: usize) -> Vec<f32> {
+        match self {
+            Part::Shared(m) if m.raw().kind == FloatKind::F32 => {
+                crate::engine::copy_max::copy_abs_max(m.raw().data, dst, dim)
+            }
+            _ => {
+                self.copy_to(dst);
+                crate::engine::row_max::block_abs_max(dst, dim)
+            }
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -222,6 +234,7 @@ impl Batch {
                 self.offsets.push(0);
             }
         }
+        loaded.send_copied(accs)?;
         Ok(like)
     }
 
@@ -556,6 +569,15 @@ impl<'e> GlobalAccStats<'e> {
             batch: Batch::default(),
             like: 0.0,
         })
+    }
+
+    /// Makes the engine ready for utterances without weights or selections
+    /// (a GPU engine uploads its forms of the model), so that a caller who
+    /// opened its features first has the reader read ahead meanwhile,
+    /// instead of the first batch's hold waiting for it with the batches
+    /// after it not yet held.
+    pub fn prepare_plain(&mut self) -> Result<()> {
+        self.loaded.prepare_statistics(&FrameTargets::Global)
     }
 
     /// One utterance; `weights` (one per frame) and `gselect` (the

@@ -1,0 +1,175 @@
+//! A part of a batch copied into its place and its largest |x_d| taken in
+//! the same pass over the source ([`copy_abs_max`]): the copies of a
+//! mapped archive's frames into page-locked memory are most of the host's
+//! work on two GPUs, and copying, then reading the copy back for the
+//! maxima ([`block_abs_max`]), went over the frames twice. The source is
+//! little-endian `f32` bytes at any alignment (a mapped archive's data
+//! follows a header of any length). The maxima are those of
+//! [`block_abs_max`], bit for bit (NaN counts as infinite).
+//!
+//! On x86-64 the copy's stores may be non-temporal (they go to memory
+//! without reading the destination's lines first, and leave the cache to
+//! the source): `AMTOOL_FRAME_STORES=cached` turns them off, for
+//! comparison.
+
+use std::sync::OnceLock;
+
+use super::row_max::block_abs_max;
+
+/// Whether the copies store around the cache (the default on x86-64).
+fn streaming_stores() -> bool {
+    static STREAM: OnceLock<bool> = OnceLock::new();
+    *STREAM.get_or_init(|| std::env::var("AMTOOL_FRAME_STORES").as_deref() != Ok("cached"))
+}
+
+/// `src` (little-endian `f32`s, `dst.len()` of them) copied into `dst`, and
+/// the largest |x_d| of each of the `dim` columns of its rows.
+pub fn copy_abs_max(src: &[u8], dst: &mut [f32], dim: usize) -> Vec<f32> {
+    assert_eq!(
+        src.len(),
+        4 * dst.len(),
+        "copy_abs_max: source and destination differ"
+    );
+    #[cfg(target_arch = "x86_64")]
+    if dim > 0 && dst.len() % dim == 0 {
+        // SAFETY: lengths checked above; SSE2 is part of x86-64.
+        return unsafe { x86::copy_abs_max(src, dst, dim, streaming_stores()) };
+    }
+    copy_le(src, dst);
+    block_abs_max(dst, dim.max(1))
+}
+
+/// `src` (little-endian `f32`s) copied into `dst`, plainly.
+pub fn copy_le(src: &[u8], dst: &mut [f32]) {
+    for (o, c) in dst.iter_mut().zip(src.chunks_exact(4)) {
+        *o = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+
+    /// NaN as +inf, else |x|, four lanes.
+    #[inline(always)]
+    unsafe fn abs_or_inf(x: __m128) -> __m128 {
+        let abs = _mm_andnot_ps(_mm_set1_ps(-0.0), x);
+        let nan = _mm_cmpunord_ps(x, x);
+        _mm_or_ps(
+            _mm_andnot_ps(nan, abs),
+            _mm_and_ps(nan, _mm_set1_ps(f32::INFINITY)),
+        )
+    }
+
+    /// Blocks of four rows are `dim` vectors of four floats; vector j of
+    /// every block holds the same columns ((4j + l) mod dim, lane l), so
+    /// `dim` running maxima cover them and fold into the columns at the
+    /// end. The rows after the last whole block are done one float at a
+    /// time.
+    ///
+    /// # Safety
+    /// `src.len() == 4 * dst.len()`, `dst.len()` a multiple of `dim` > 0.
+    pub unsafe fn copy_abs_max(src: &[u8], dst: &mut [f32], dim: usize, stream: bool) -> Vec<f32> {
+        let n = dst.len();
+        let block = 4 * dim;
+        let whole = n / block * block;
+        let (s, d) = (src.as_ptr(), dst.as_mut_ptr());
+        let aligned = (d as usize) % 16 == 0;
+        let mut acc = vec![_mm_setzero_ps(); dim];
+        let mut i = 0;
+        while i < whole {
+            for a in acc.iter_mut() {
+                let x = _mm_loadu_ps(s.add(4 * i).cast::<f32>());
+                *a = _mm_max_ps(*a, abs_or_inf(x));
+                match (stream, aligned) {
+                    (true, true) => _mm_stream_ps(d.add(i), x),
+                    (_, true) => _mm_store_ps(d.add(i), x),
+                    _ => _mm_storeu_ps(d.add(i), x),
+                }
+                i += 4;
+            }
+        }
+        if stream && aligned {
+            // The streamed stores are seen by every reader (and the DMA that
+            // reads the batch) before anything after this.
+            _mm_sfence();
+        }
+        let mut m = vec![0f32; dim];
+        for (j, a) in acc.iter().enumerate() {
+            let mut lanes = [0f32; 4];
+            _mm_storeu_ps(lanes.as_mut_ptr(), *a);
+            for (l, v) in lanes.iter().enumerate() {
+                let c = (4 * j + l) % dim;
+                m[c] = m[c].max(*v);
+            }
+        }
+        for k in whole..n {
+            let x = f32::from_le_bytes(*s.add(4 * k).cast::<[u8; 4]>());
+            *d.add(k) = x;
+            let c = k % dim;
+            m[c] = m[c].max(if x.is_nan() { f32::INFINITY } else { x.abs() });
+        }
+        m
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::random::Rng;
+
+    fn bytes_of(v: &[f32], offset: usize) -> Vec<u8> {
+        let mut b = vec![0u8; offset];
+        b.extend(v.iter().flat_map(|x| x.to_le_bytes()));
+        b
+    }
+
+    /// Copies and maxima are those of a plain copy and `block_abs_max`, to
+    /// the bit, for any width, any number of rows, source offset and
+    /// destination alignment, with NaN, infinities and signed zeros.
+    #[test]
+    fn the_copy_and_maxima_are_a_plain_copys() {
+        let mut rng = Rng::new(7);
+        let specials = [
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            -0.0,
+            0.0,
+            -1e-40,
+        ];
+        for dim in [1usize, 2, 3, 4, 13, 39, 40, 60] {
+            for rows in [0usize, 1, 3, 4, 5, 17, 64] {
+                let mut v: Vec<f32> = (0..rows * dim)
+                    .map(|_| (rng.normal() * 100.0) as f32)
+                    .collect();
+                for (i, s) in specials.iter().enumerate() {
+                    if i * 7 < v.len() && rng.uniform() < 0.5 {
+                        v[i * 7] = *s;
+                    }
+                }
+                let want = block_abs_max(&v, dim);
+                for offset in [0usize, 1, 3] {
+                    let src = bytes_of(&v, offset);
+                    for skip in [0usize, 1] {
+                        let mut out = vec![0f32; rows * dim + skip];
+                        let got = copy_abs_max(&src[offset..], &mut out[skip..], dim);
+                        let same = |a: &[f32], b: &[f32]| {
+                            a.iter()
+                                .map(|x| x.to_bits())
+                                .eq(b.iter().map(|x| x.to_bits()))
+                        };
+                        assert!(same(&out[skip..], &v), "copy, dim {dim} rows {rows}");
+                        assert!(same(&got, &want), "maxima, dim {dim} rows {rows}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "source and destination differ")]
+    fn lengths_that_differ_are_refused() {
+        copy_abs_max(&[0u8; 8], &mut [0f32; 1], 1);
+    }
+}
