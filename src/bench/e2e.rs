@@ -164,16 +164,24 @@ fn time_end_to_end(
         crate::timeline::tallies_on();
         let t0 = std::time::Instant::now();
         trace_mark("start");
-        let mut acc = GlobalAccStats::new(engine, model, UpdateFlags::default())?;
-        trace_mark("loaded");
+        // As `amtool acc-stats`: the reader reads ahead while the model
+        // goes to the engine.
         let mut r = SharedFeats::open(spec).map_err(table_err)?;
+        trace_mark("opened");
+        let mut acc = GlobalAccStats::new(engine, model, UpdateFlags::default())?;
+        acc.prepare_plain()?;
+        trace_mark("loaded");
         let mut s = [t0.elapsed().as_secs_f64(), 0.0, 0.0, 0.0];
+        let mut first = true;
         loop {
             let t = std::time::Instant::now();
             let Some((key, mat)) = r.next_entry().map_err(table_err)? else {
                 break;
             };
             let t1 = std::time::Instant::now();
+            if std::mem::take(&mut first) {
+                trace_mark("first");
+            }
             let rows = mat.rows();
             acc.add_utterance(&key, mat, rows, d, None, None)?;
             s[1] += (t1 - t).as_secs_f64();

@@ -314,8 +314,12 @@ fn global_stats(args: &AccStatsArgs, model: &super::train_io::InputObject) -> Re
         GSELECT_GAUSSIANS_PER_FRAME.min(am.num_gaussians() as f64)
     };
     let engine = engine_for(args, feats_spec, per_frame, am.dim, am.kind)?;
-    let mut acc = GlobalAccStats::new(engine.as_ref(), &am, flags).map_err(|e| e.to_string())?;
+    // The features' reader reads ahead while the model goes to the engine.
     let mut feats = SharedFeats::open(feats_spec).map_err(|e| e.to_string())?;
+    let mut acc = GlobalAccStats::new(engine.as_ref(), &am, flags).map_err(|e| e.to_string())?;
+    if args.gselect.is_empty() && args.weights.is_empty() {
+        acc.prepare_plain().map_err(|e| e.to_string())?;
+    }
     let mut gselect = if args.gselect.is_empty() {
         None
     } else {

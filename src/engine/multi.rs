@@ -494,15 +494,17 @@ impl<'e> MultiModel<'e> {
     /// made ready for statistics of `targets`' kind at once, a thread each
     /// (its first send would do it, the devices one after another as their
     /// first batches came).
-    fn prepare_once(&mut self, targets: &FrameTargets<'_>) -> Result<()> {
+    /// Returns whether it made them ready now.
+    fn prepare_once(&mut self, targets: &FrameTargets<'_>) -> Result<bool> {
         if std::mem::replace(&mut self.prepared, true) {
-            return Ok(());
+            return Ok(false);
         }
         let jobs = self
             .parts
             .iter_mut()
             .map(|p| move || p.prepare_statistics(targets));
-        on_threads(jobs).into_iter().collect()
+        on_threads(jobs).into_iter().collect::<Result<()>>()?;
+        Ok(true)
     }
 
     /// Holds a batch for its device (`batch.part`, the next one) and sends
@@ -791,6 +793,18 @@ impl LoadedModel for MultiModel<'_> {
         self.parts[self.next].host_frames(floats)
     }
 
+    fn prepare_statistics(&mut self, targets: &FrameTargets<'_>) -> Result<()> {
+        self.prepare_once(targets).map(drop)
+    }
+
+    fn send_copied(&mut self, acc: &mut ModelAccumulators) -> Result<()> {
+        let copied = self.held.front_mut().is_some_and(|h| h.frames.is_done());
+        match copied {
+            true => self.send_ready(acc, false),
+            false => Ok(()),
+        }
+    }
+
     fn accumulate_frames(
         &mut self,
         frames: &mut HostFrames,
@@ -819,7 +833,11 @@ impl LoadedModel for MultiModel<'_> {
                 targets: OwnedTargets::of(&targets),
             };
             self.hold(batch, acc)?;
-            self.prepare_once(&targets)?;
+            if self.prepare_once(&targets)? {
+                // The first batch, copied while the devices were made
+                // ready, goes now rather than at the next batch's hold.
+                self.send_ready(acc, false)?;
+            }
         }
         // The batch's memory went with it: the caller asks for more (from
         // the device the next batch goes to) when it has another.
@@ -841,6 +859,7 @@ mod tests {
     use crate::bench::random::{self, Rng};
     use crate::engine::cpu::CpuEngine;
     use crate::engine::test_engines::GpuLike;
+    use crate::engine::FrameSource;
     use crate::model::CovKind;
     use crate::stats::UpdateFlags;
 
@@ -1032,6 +1051,9 @@ mod tests {
         let mut mm = lending_model(&engines, &model);
         let mut acc = ModelAccumulators::zeros(&model, UpdateFlags::default());
         let data = random::features(&mut rng, 200, d);
+        // Made ready first: the first batch's hold would send it after
+        // making the devices ready when its copy were done by then.
+        mm.prepare_statistics(&FrameTargets::Global).unwrap();
         send_rows(&mut mm, &data[..100 * d], d, &mut acc);
         let t0 = std::time::Instant::now();
         while !mm.held.front_mut().is_some_and(|h| h.frames.is_done()) {
@@ -1052,6 +1074,65 @@ mod tests {
         mm.settle(&mut acc).unwrap();
         let occupancy: f64 = acc.states[0].occupancy.iter().sum();
         assert!((occupancy - 200.0).abs() < 1e-4, "{occupancy}");
+    }
+
+    /// Frames whose copy waits until the test opens its gate.
+    struct Gated {
+        frames: Vec<f32>,
+        open: Arc<(Mutex<bool>, std::sync::Condvar)>,
+    }
+
+    impl FrameSource for Gated {
+        fn floats(&self) -> usize {
+            self.frames.len()
+        }
+        fn copy_to(&self, dst: &mut [f32]) {
+            let (lock, cv) = &*self.open;
+            let mut open = lock.lock().unwrap();
+            while !*open {
+                open = cv.wait(open).unwrap();
+            }
+            dst.copy_from_slice(&self.frames);
+        }
+    }
+
+    /// A held batch whose copy ends while the caller fills the next batch
+    /// goes out at the caller's next `send_copied` (between utterances),
+    /// not only at the next batch's hold.
+    #[test]
+    fn a_batch_copied_goes_at_the_next_send_copied() {
+        let mut rng = Rng::new(13);
+        let d = 2;
+        let model = random::model(&mut rng, &[3], d, CovKind::Diagonal);
+        let engines = [GpuLike::lending(), GpuLike::lending()];
+        let mut mm = lending_model(&engines, &model);
+        let mut acc = ModelAccumulators::zeros(&model, UpdateFlags::default());
+        let data = random::features(&mut rng, 100, d);
+        let open = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
+        let mut frames = mm.host_frames(data.len()).unwrap();
+        let gated = Gated {
+            frames: data.clone(),
+            open: open.clone(),
+        };
+        assert!(frames.keep_parts(vec![Box::new(gated)]));
+        mm.accumulate_frames(&mut frames, d, FrameTargets::Global, &mut acc)
+            .unwrap();
+        assert_eq!((mm.held.len(), mm.flight.len()), (1, 0));
+        mm.send_copied(&mut acc).unwrap();
+        assert_eq!((mm.held.len(), mm.flight.len()), (1, 0), "sent uncopied");
+        *open.0.lock().unwrap() = true;
+        open.1.notify_all();
+        let t0 = std::time::Instant::now();
+        while !mm.held.front_mut().is_some_and(|h| h.frames.is_done()) {
+            assert!(t0.elapsed().as_secs() < 10, "the copy never ended");
+            std::thread::yield_now();
+        }
+        assert_eq!(mm.flight.len(), 0, "nothing sends by itself");
+        mm.send_copied(&mut acc).unwrap();
+        assert_eq!((mm.held.len(), mm.flight.len()), (0, 1));
+        mm.settle(&mut acc).unwrap();
+        let occupancy: f64 = acc.states[0].occupancy.iter().sum();
+        assert!((occupancy - 100.0).abs() < 1e-4, "{occupancy}");
     }
 
     /// Copies take their turns in ticket order, whatever order their

@@ -177,6 +177,14 @@ impl Estep16 {
         self.reserve = frames;
     }
 
+    /// The buffers of chunks of the frames [`reserve`](Self::reserve)d
+    /// made now (a chunk of that size or fewer then makes none).
+    pub fn make_room(&mut self, eng: &CudaEngine) -> Result<()> {
+        let mpad = 16 * self.tiles;
+        let (npad, _, ranges) = self.split(eng, self.reserve.max(1));
+        self.ensure_bufs(&eng.stream, npad, ranges * mpad * self.kz)
+    }
+
     /// The padded frames of a chunk of `n` and the frame ranges its
     /// statistics are split into.
     fn split(&self, eng: &CudaEngine, n: usize) -> (usize, usize, usize) {

@@ -908,6 +908,7 @@ impl<'e> CudaModel<'e> {
         acc64: &mut CudaSlice<f64>,
         total: &mut CudaSlice<f64>,
     ) -> Result<(f64, Option<(CudaEvent, CudaEvent)>)> {
+        self.ensure_states()?;
         let sh = self.k.shape;
         let p = plan::plan(
             targets,
@@ -1681,6 +1682,11 @@ impl LoadedModel for CudaModel<'_> {
     fn prepare_statistics(&mut self, targets: &FrameTargets<'_>) -> Result<()> {
         crate::engine::batch_trace::mark("prepare");
         let r = self.ensure_stats_model(targets);
+        let r = r.and_then(|()| self.reserve_first_batch(targets));
+        if r.is_ok() && self.batch_clock.is_none() {
+            // The trace's clock waits for the stream: here, not in a send.
+            self.batch_clock = batch_trace::DeviceClock::start(&self.eng.stream)?;
+        }
         crate::engine::batch_trace::mark("prepared");
         r
     }
@@ -1782,13 +1788,80 @@ impl CudaModel<'_> {
     }
 
     /// The model's forms on the device that statistics of `targets` use.
+    /// The model's forms the statistics of `targets` take: the tensor-core
+    /// E-step's where it takes them (the FP32 kernels' state layout is
+    /// uploaded only if a chunk falls back to them, see
+    /// [`Self::fma_stats_chunk`]), else the state layout.
     fn ensure_stats_model(&mut self, targets: &FrameTargets<'_>) -> Result<()> {
-        self.ensure_states()?;
-        if self.e16_wanted(targets) {
+        let (e16, efull) = (self.e16_wanted(targets), self.efull_wanted(targets));
+        if e16 {
             self.ensure_e16()?;
         }
-        if self.efull_wanted(targets) {
+        if efull {
             self.ensure_efull()?;
+        }
+        if !(e16 || efull) {
+            self.ensure_states()?;
+        }
+        Ok(())
+    }
+
+    /// Frames per chunk of a statistics call of `frames` frames for
+    /// `targets`, and the frames its buffers are made for: a job's batches
+    /// grow from 16k frames to 256k, and its buffers are made once, for the
+    /// chunks of a full batch.
+    fn stats_chunks(&self, frames: usize, targets: &FrameTargets<'_>) -> Result<(usize, usize)> {
+        let d = self.model.dim;
+        // Two feature buffers, entries, and the partial sums of the items.
+        let per_frame = 8 * d
+            + 12
+            + (self.k.shape.gb * self.kz * 4 * self.state_ng.len().min(64)).div_ceil(ITEM_ENTRIES)
+            + self.e16.as_ref().map_or(0, |e| e.bytes_per_frame())
+            + self.efull.as_ref().map_or(0, |e| e.bytes_per_frame())
+            + match targets {
+                FrameTargets::Selected(sel) => {
+                    let pairs = sel.components.len() as f64 / frames.max(1) as f64;
+                    Gselect::bytes_per_frame(pairs, self.kz)
+                }
+                _ => 0,
+            };
+        let cap = crate::timeline::tally("chunk_cap", || self.chunk_cap(per_frame))?;
+        let nf = chunk_of(frames, cap);
+        let room = match frames >= FLOOR_FROM_FRAMES {
+            true => nf.max(STREAM_FLOOR_FRAMES.min(cap)),
+            false => nf,
+        };
+        Ok((nf, room))
+    }
+
+    /// The streaming buffers (and the E-step's) made for chunks of `room`
+    /// frames.
+    fn reserve_stats(&mut self, room: usize) -> Result<()> {
+        if let Some(e) = &mut self.e16 {
+            e.reserve(room);
+        }
+        self.ensure_streaming(room)
+    }
+
+    /// At a job's start: the device memory a first batch of `targets` of a
+    /// full batch's chunks takes made now (the streaming and E-step buffers,
+    /// the accumulators), as `prepare_statistics` runs on every device at
+    /// once, rather than by each device's first send, one device after the
+    /// other on the sending thread.
+    fn reserve_first_batch(&mut self, targets: &FrameTargets<'_>) -> Result<()> {
+        let frames = match targets {
+            FrameTargets::Selected(sel) => sel.offsets.len().saturating_sub(1),
+            _ => STREAM_FLOOR_FRAMES,
+        };
+        let (_, room) = self.stats_chunks(frames.max(FLOOR_FROM_FRAMES), targets)?;
+        self.reserve_stats(room)?;
+        if let Some(e) = &mut self.e16 {
+            e.make_room(self.eng)?;
+        }
+        if self.acc64.is_none() {
+            let n = (self.total_gaussians * self.kz).max(1);
+            let a = self.eng.stream.alloc_zeros::<f64>(n);
+            self.acc64 = Some(a.map_err(driver_err("allocating accumulators"))?);
         }
         Ok(())
     }
@@ -1804,34 +1877,9 @@ impl CudaModel<'_> {
     ) -> Result<()> {
         self.ensure_stats_model(targets)?;
         let d = feats.dim;
-        // Two feature buffers, entries, and the partial sums of the items.
         let want_max = self.e16_wanted(targets) || self.efull_wanted(targets);
-        let per_frame = 8 * d
-            + 12
-            + (self.k.shape.gb * self.kz * 4 * self.state_ng.len().min(64)).div_ceil(ITEM_ENTRIES)
-            + self.e16.as_ref().map_or(0, |e| e.bytes_per_frame())
-            + self.efull.as_ref().map_or(0, |e| e.bytes_per_frame())
-            + match targets {
-                FrameTargets::Selected(sel) => {
-                    let pairs = sel.components.len() as f64 / feats.frames.max(1) as f64;
-                    Gselect::bytes_per_frame(pairs, self.kz)
-                }
-                _ => 0,
-            };
-        let cap = crate::timeline::tally("chunk_cap", || self.chunk_cap(per_frame))?;
-        let nf = chunk_of(feats.frames, cap);
-        // A job's batches grow from 16k frames to 256k: its buffers are
-        // made once, for the chunks of a full batch.
-        let room = match feats.frames >= FLOOR_FROM_FRAMES {
-            true => nf.max(STREAM_FLOOR_FRAMES.min(cap)),
-            false => nf,
-        };
-        crate::timeline::tally("stats_buffers", || {
-            if let Some(e) = &mut self.e16 {
-                e.reserve(room);
-            }
-            self.ensure_streaming(room)
-        })?;
+        let (nf, room) = self.stats_chunks(feats.frames, targets)?;
+        crate::timeline::tally("stats_buffers", || self.reserve_stats(room))?;
         for (ci, c0) in (0..feats.frames).step_by(nf).enumerate() {
             let c1 = (c0 + nf).min(feats.frames);
             let b = ci % 2;
