@@ -1051,8 +1051,8 @@ mod tests {
         let mut mm = lending_model(&engines, &model);
         let mut acc = ModelAccumulators::zeros(&model, UpdateFlags::default());
         let data = random::features(&mut rng, 200, d);
-        // Made ready first: the first batch's hold would send it after
-        // making the devices ready when its copy were done by then.
+        // The devices readied first, so that the first hold does not send
+        // its batch (one already copied then goes right after the readying).
         mm.prepare_statistics(&FrameTargets::Global).unwrap();
         send_rows(&mut mm, &data[..100 * d], d, &mut acc);
         let t0 = std::time::Instant::now();

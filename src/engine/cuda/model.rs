@@ -1787,7 +1787,6 @@ impl CudaModel<'_> {
         r.map(|()| None)
     }
 
-    /// The model's forms on the device that statistics of `targets` use.
     /// The model's forms the statistics of `targets` take: the tensor-core
     /// E-step's where it takes them (the FP32 kernels' state layout is
     /// uploaded only if a chunk falls back to them, see
@@ -1820,7 +1819,8 @@ impl CudaModel<'_> {
             + self.efull.as_ref().map_or(0, |e| e.bytes_per_frame())
             + match targets {
                 FrameTargets::Selected(sel) => {
-                    let pairs = sel.components.len() as f64 / frames.max(1) as f64;
+                    let selected = sel.offsets.len().saturating_sub(1).max(1);
+                    let pairs = sel.components.len() as f64 / selected as f64;
                     Gselect::bytes_per_frame(pairs, self.kz)
                 }
                 _ => 0,
@@ -1843,11 +1843,11 @@ impl CudaModel<'_> {
         self.ensure_streaming(room)
     }
 
-    /// At a job's start: the device memory a first batch of `targets` of a
-    /// full batch's chunks takes made now (the streaming and E-step buffers,
-    /// the accumulators), as `prepare_statistics` runs on every device at
-    /// once, rather than by each device's first send, one device after the
-    /// other on the sending thread.
+    /// At a job's start, makes the device memory its batches of `targets`
+    /// take (the streaming and E-step buffers for a full batch's chunks, and
+    /// the accumulators): `prepare_statistics` runs on every device at once,
+    /// where each device's first send made it, one device after another on
+    /// the sending thread.
     fn reserve_first_batch(&mut self, targets: &FrameTargets<'_>) -> Result<()> {
         let frames = match targets {
             FrameTargets::Selected(sel) => sel.offsets.len().saturating_sub(1),
