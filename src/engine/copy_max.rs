@@ -2,10 +2,11 @@
 //! the same pass over the source ([`copy_abs_max`]): the copies of a
 //! mapped archive's frames into page-locked memory are most of the host's
 //! work on two GPUs, and copying, then reading the copy back for the
-//! maxima ([`block_abs_max`]), went over the frames twice. The source is
-//! little-endian `f32` bytes at any alignment (a mapped archive's data
-//! follows a header of any length). The maxima are those of
-//! [`block_abs_max`], bit for bit (NaN counts as infinite).
+//! maxima ([`block_abs_max`]), went over the frames twice. The source is a
+//! matrix of the archive: `f32` data at any alignment (it follows a header
+//! of any length) takes the one pass, `f64` is converted as before. The
+//! maxima are those of [`block_abs_max`], bit for bit (NaN counts as
+//! infinite).
 //!
 //! On x86-64 the copy's stores may be non-temporal (they go to memory
 //! without reading the destination's lines first, and leave the cache to
@@ -13,6 +14,8 @@
 //! comparison.
 
 use std::sync::OnceLock;
+
+use amtool_formats::kaldi::matrix::{FloatKind, RawMatrix};
 
 use super::row_max::block_abs_max;
 
@@ -22,28 +25,21 @@ fn streaming_stores() -> bool {
     *STREAM.get_or_init(|| std::env::var("AMTOOL_FRAME_STORES").as_deref() != Ok("cached"))
 }
 
-/// `src` (little-endian `f32`s, `dst.len()` of them) copied into `dst`, and
-/// the largest |x_d| of each of the `dim` columns of its rows.
-pub fn copy_abs_max(src: &[u8], dst: &mut [f32], dim: usize) -> Vec<f32> {
+/// `src`'s values (`dst.len()` of them) copied into `dst`, and the largest
+/// |x_d| of each of the `dim` columns of its rows.
+pub fn copy_abs_max(src: &RawMatrix<'_>, dst: &mut [f32], dim: usize) -> Vec<f32> {
     assert_eq!(
-        src.len(),
-        4 * dst.len(),
+        src.rows * src.cols,
+        dst.len(),
         "copy_abs_max: source and destination differ"
     );
     #[cfg(target_arch = "x86_64")]
-    if dim > 0 && dst.len() % dim == 0 {
+    if src.kind == FloatKind::F32 && dim > 0 && dst.len() % dim == 0 {
         // SAFETY: lengths checked above; SSE2 is part of x86-64.
-        return unsafe { x86::copy_abs_max(src, dst, dim, streaming_stores()) };
+        return unsafe { x86::copy_abs_max(src.data, dst, dim, streaming_stores()) };
     }
-    copy_le(src, dst);
+    src.copy_to_f32(dst);
     block_abs_max(dst, dim.max(1))
-}
-
-/// `src` (little-endian `f32`s) copied into `dst`, plainly.
-pub fn copy_le(src: &[u8], dst: &mut [f32]) {
-    for (o, c) in dst.iter_mut().zip(src.chunks_exact(4)) {
-        *o = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -124,6 +120,15 @@ mod tests {
         b
     }
 
+    fn raw(data: &[u8], rows: usize, cols: usize) -> RawMatrix<'_> {
+        RawMatrix {
+            rows,
+            cols,
+            kind: FloatKind::F32,
+            data,
+        }
+    }
+
     /// Copies and maxima are those of a plain copy and `block_abs_max`, to
     /// the bit, for any width, any number of rows, source offset and
     /// destination alignment, with NaN, infinities and signed zeros.
@@ -153,7 +158,8 @@ mod tests {
                     let src = bytes_of(&v, offset);
                     for skip in [0usize, 1] {
                         let mut out = vec![0f32; rows * dim + skip];
-                        let got = copy_abs_max(&src[offset..], &mut out[skip..], dim);
+                        let got =
+                            copy_abs_max(&raw(&src[offset..], rows, dim), &mut out[skip..], dim);
                         let same = |a: &[f32], b: &[f32]| {
                             a.iter()
                                 .map(|x| x.to_bits())
@@ -170,6 +176,6 @@ mod tests {
     #[test]
     #[should_panic(expected = "source and destination differ")]
     fn lengths_that_differ_are_refused() {
-        copy_abs_max(&[0u8; 8], &mut [0f32; 1], 1);
+        copy_abs_max(&raw(&[0u8; 8], 2, 1), &mut [0f32; 1], 1);
     }
 }

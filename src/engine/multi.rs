@@ -494,17 +494,15 @@ impl<'e> MultiModel<'e> {
     /// made ready for statistics of `targets`' kind at once, a thread each
     /// (its first send would do it, the devices one after another as their
     /// first batches came).
-    /// Returns whether it made them ready now.
-    fn prepare_once(&mut self, targets: &FrameTargets<'_>) -> Result<bool> {
+    fn prepare_once(&mut self, targets: &FrameTargets<'_>) -> Result<()> {
         if std::mem::replace(&mut self.prepared, true) {
-            return Ok(false);
+            return Ok(());
         }
         let jobs = self
             .parts
             .iter_mut()
             .map(|p| move || p.prepare_statistics(targets));
-        on_threads(jobs).into_iter().collect::<Result<()>>()?;
-        Ok(true)
+        on_threads(jobs).into_iter().collect()
     }
 
     /// Holds a batch for its device (`batch.part`, the next one) and sends
@@ -794,7 +792,7 @@ impl LoadedModel for MultiModel<'_> {
     }
 
     fn prepare_statistics(&mut self, targets: &FrameTargets<'_>) -> Result<()> {
-        self.prepare_once(targets).map(drop)
+        self.prepare_once(targets)
     }
 
     fn send_copied(&mut self, acc: &mut ModelAccumulators) -> Result<()> {
@@ -833,11 +831,7 @@ impl LoadedModel for MultiModel<'_> {
                 targets: OwnedTargets::of(&targets),
             };
             self.hold(batch, acc)?;
-            if self.prepare_once(&targets)? {
-                // The first batch, copied while the devices were made
-                // ready, goes now rather than at the next batch's hold.
-                self.send_ready(acc, false)?;
-            }
+            self.prepare_once(&targets)?;
         }
         // The batch's memory went with it: the caller asks for more (from
         // the device the next batch goes to) when it has another.
@@ -1051,35 +1045,55 @@ mod tests {
         let mut mm = lending_model(&engines, &model);
         let mut acc = ModelAccumulators::zeros(&model, UpdateFlags::default());
         let data = random::features(&mut rng, 200, d);
-        // The devices readied first, so that the first hold does not send
-        // its batch (one already copied then goes right after the readying).
-        mm.prepare_statistics(&FrameTargets::Global).unwrap();
         send_rows(&mut mm, &data[..100 * d], d, &mut acc);
-        let t0 = std::time::Instant::now();
-        while !mm.held.front_mut().is_some_and(|h| h.frames.is_done()) {
-            assert!(
-                t0.elapsed().as_secs() < 10,
-                "the copy of the first batch never ended"
-            );
-            std::thread::yield_now();
-        }
+        wait_copied(&mut mm);
         assert_eq!((mm.held.len(), mm.flight.len()), (1, 0));
-        send_rows(&mut mm, &data[100 * d..], d, &mut acc);
+        // The second batch's copy cannot end before its hold looks.
+        let gate = send_gated(&mut mm, &data[100 * d..], d, &mut acc);
         assert_eq!(
             mm.flight.len(),
             1,
             "the first batch went at the second's hold"
         );
         assert_eq!(mm.flight[0].part, 0);
+        gate.open();
         mm.settle(&mut acc).unwrap();
         let occupancy: f64 = acc.states[0].occupancy.iter().sum();
         assert!((occupancy - 200.0).abs() < 1e-4, "{occupancy}");
     }
 
-    /// Frames whose copy waits until the test opens its gate.
+    /// Waits until the copy of `mm`'s oldest held batch has ended.
+    fn wait_copied(mm: &mut MultiModel<'_>) {
+        let t0 = std::time::Instant::now();
+        while !mm.held.front_mut().is_some_and(|h| h.frames.is_done()) {
+            assert!(t0.elapsed().as_secs() < 10, "the copy never ended");
+            std::thread::yield_now();
+        }
+    }
+
+    /// A gate that frames' copies wait at until it opens.
+    #[derive(Clone, Default)]
+    struct Gate(Arc<(Mutex<bool>, std::sync::Condvar)>);
+
+    impl Gate {
+        fn open(&self) {
+            *self.0 .0.lock().unwrap() = true;
+            self.0 .1.notify_all();
+        }
+
+        fn wait(&self) {
+            let (lock, cv) = &*self.0;
+            let mut open = lock.lock().unwrap();
+            while !*open {
+                open = cv.wait(open).unwrap();
+            }
+        }
+    }
+
+    /// Frames whose copy waits at a gate.
     struct Gated {
         frames: Vec<f32>,
-        open: Arc<(Mutex<bool>, std::sync::Condvar)>,
+        gate: Gate,
     }
 
     impl FrameSource for Gated {
@@ -1087,13 +1101,29 @@ mod tests {
             self.frames.len()
         }
         fn copy_to(&self, dst: &mut [f32]) {
-            let (lock, cv) = &*self.open;
-            let mut open = lock.lock().unwrap();
-            while !*open {
-                open = cv.wait(open).unwrap();
-            }
+            self.gate.wait();
             dst.copy_from_slice(&self.frames);
         }
+    }
+
+    /// [`send_rows`] of frames whose copy waits until the gate returned
+    /// opens.
+    fn send_gated(
+        mm: &mut MultiModel<'_>,
+        rows: &[f32],
+        d: usize,
+        acc: &mut ModelAccumulators,
+    ) -> Gate {
+        let gate = Gate::default();
+        let mut frames = mm.host_frames(rows.len()).unwrap();
+        let gated = Gated {
+            frames: rows.to_vec(),
+            gate: gate.clone(),
+        };
+        assert!(frames.keep_parts(vec![Box::new(gated)]));
+        mm.accumulate_frames(&mut frames, d, FrameTargets::Global, acc)
+            .unwrap();
+        gate
     }
 
     /// A held batch whose copy ends while the caller fills the next batch
@@ -1108,25 +1138,12 @@ mod tests {
         let mut mm = lending_model(&engines, &model);
         let mut acc = ModelAccumulators::zeros(&model, UpdateFlags::default());
         let data = random::features(&mut rng, 100, d);
-        let open = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
-        let mut frames = mm.host_frames(data.len()).unwrap();
-        let gated = Gated {
-            frames: data.clone(),
-            open: open.clone(),
-        };
-        assert!(frames.keep_parts(vec![Box::new(gated)]));
-        mm.accumulate_frames(&mut frames, d, FrameTargets::Global, &mut acc)
-            .unwrap();
+        let gate = send_gated(&mut mm, &data, d, &mut acc);
         assert_eq!((mm.held.len(), mm.flight.len()), (1, 0));
         mm.send_copied(&mut acc).unwrap();
         assert_eq!((mm.held.len(), mm.flight.len()), (1, 0), "sent uncopied");
-        *open.0.lock().unwrap() = true;
-        open.1.notify_all();
-        let t0 = std::time::Instant::now();
-        while !mm.held.front_mut().is_some_and(|h| h.frames.is_done()) {
-            assert!(t0.elapsed().as_secs() < 10, "the copy never ended");
-            std::thread::yield_now();
-        }
+        gate.open();
+        wait_copied(&mut mm);
         assert_eq!(mm.flight.len(), 0, "nothing sends by itself");
         mm.send_copied(&mut acc).unwrap();
         assert_eq!((mm.held.len(), mm.flight.len()), (0, 1));

@@ -16,7 +16,7 @@
 //! the model) are errors. Nothing here prints.
 
 use amtool_formats::kaldi::accs::{AccumDiagGmm, AccumFullGmm, AmAccs};
-use amtool_formats::kaldi::matrix::{FloatKind, SharedMatrix};
+use amtool_formats::kaldi::matrix::SharedMatrix;
 use amtool_formats::kaldi::model::KaldiModel;
 
 use crate::engine::{Engine, FrameSource, FrameTargets, HostFrames, LoadedModel, Selection};
@@ -140,13 +140,8 @@ impl FrameSource for Part {
 
     fn copy_abs_max(&self, dst: &mut [f32], dim: usize) -> Vec<f32> {
         match self {
-            Part::Shared(m) if m.raw().kind == FloatKind::F32 => {
-                crate::engine::copy_max::copy_abs_max(m.raw().data, dst, dim)
-            }
-            _ => {
-                self.copy_to(dst);
-                crate::engine::row_max::block_abs_max(dst, dim)
-            }
+            Part::Owned(v) => v.copy_abs_max(dst, dim),
+            Part::Shared(m) => crate::engine::copy_max::copy_abs_max(&m.raw(), dst, dim),
         }
     }
 }

@@ -1682,11 +1682,9 @@ impl LoadedModel for CudaModel<'_> {
     fn prepare_statistics(&mut self, targets: &FrameTargets<'_>) -> Result<()> {
         crate::engine::batch_trace::mark("prepare");
         let r = self.ensure_stats_model(targets);
-        let r = r.and_then(|()| self.reserve_first_batch(targets));
-        if r.is_ok() && self.batch_clock.is_none() {
-            // The trace's clock waits for the stream: here, not in a send.
-            self.batch_clock = batch_trace::DeviceClock::start(&self.eng.stream)?;
-        }
+        let r = r
+            .and_then(|()| self.reserve_first_batch(targets))
+            .and_then(|()| self.start_batch_clock());
         crate::engine::batch_trace::mark("prepared");
         r
     }

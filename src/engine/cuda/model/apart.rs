@@ -59,9 +59,7 @@ impl CudaModel<'_> {
             });
             return Ok(());
         }
-        if self.batch_clock.is_none() {
-            self.batch_clock = DeviceClock::start(&self.eng.stream)?;
-        }
+        self.start_batch_clock()?;
         let start = send_start();
         // Where a send's host time goes (`amtool bench`'s `host_*` keys,
         // summed over the devices' threads; the chunks' own steps are
@@ -92,6 +90,16 @@ impl CudaModel<'_> {
             frames: feats.frames,
             sent: send_span(start),
         });
+        Ok(())
+    }
+
+    /// The batch trace's clock of this device, started once, when tracing
+    /// is on (it waits for the stream: `prepare_statistics` starts it, so
+    /// that no send waits for it).
+    pub(super) fn start_batch_clock(&mut self) -> Result<()> {
+        if self.batch_clock.is_none() {
+            self.batch_clock = DeviceClock::start(&self.eng.stream)?;
+        }
         Ok(())
     }
 
