@@ -7,7 +7,8 @@
 //! on the host in batch order): global diagonal (the FP16 tensor-core
 //! E-step from 128 Gaussians), global full, aligned and weighted, one big
 //! call cut into pieces and a stream of deferred batches in memory the
-//! engine lends (`GlobalAccStats`). Two GPUs of one model give what two
+//! engine lends (`GlobalAccStats`, with and without the devices made ready
+//! first). Two GPUs of one model give what two
 //! partitions give: the same kernels and the same work split (which depends
 //! on the device's multiprocessor count).
 //!
@@ -148,8 +149,14 @@ fn streamed_statistics_are_the_same_bits_on_any_number_of_partitions() {
         (random::model(&mut rng, &[64], d, CovKind::Diagonal), true),
         (random::model(&mut rng, &[16], d, CovKind::Full), false),
     ] {
-        let run = |e: &MultiEngine| {
+        // `prepared`: the devices made ready before the first utterance, as
+        // `amtool acc-stats` does (the FP16 E-step's forms made on a thread
+        // of their own while the first batches are held and copied).
+        let run = |e: &MultiEngine, prepared: bool| {
             let mut acc = GlobalAccStats::new(e, &model, UpdateFlags::default()).unwrap();
+            if prepared && !weighted {
+                acc.prepare_plain().unwrap();
+            }
             let mut t = 0;
             let mut like = 0.0;
             for (u, &n) in lens.iter().enumerate() {
@@ -177,15 +184,21 @@ fn streamed_statistics_are_the_same_bits_on_any_number_of_partitions() {
             b.push(like.to_bits());
             b
         };
-        let want = run(&engines[0]);
-        for (i, e) in engines.iter().enumerate().skip(1) {
-            assert!(
-                run(e) == want,
-                "{} Gaussians {:?} weighted={weighted}: {} partitions differ from 1",
-                model.num_gaussians(),
-                model.kind,
-                i + 1
-            );
+        let want = run(&engines[0], false);
+        for (i, e) in engines.iter().enumerate() {
+            for prepared in [false, true] {
+                if i == 0 && !prepared {
+                    continue;
+                }
+                assert!(
+                    run(e, prepared) == want,
+                    "{} Gaussians {:?} weighted={weighted} prepared={prepared}: {} partitions \
+                     differ from 1",
+                    model.num_gaussians(),
+                    model.kind,
+                    i + 1
+                );
+            }
         }
     }
 }

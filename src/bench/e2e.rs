@@ -190,6 +190,7 @@ fn time_end_to_end(
         let t = std::time::Instant::now();
         trace_mark("settle");
         like = acc.take_like()?;
+        trace_mark("taken");
         acc.into_diag()?;
         trace_mark("end");
         s[3] = t.elapsed().as_secs_f64();

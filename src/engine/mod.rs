@@ -294,6 +294,13 @@ pub trait LoadedModel: Send {
         Ok(())
     }
 
+    /// Whether statistics sent now would go out without waiting for what
+    /// [`prepare_statistics`](Self::prepare_statistics) started (the CUDA
+    /// engine makes a model's forms on a thread of their own). Default: yes.
+    fn statistics_ready(&self) -> bool {
+        true
+    }
+
     /// Sends the batches given to
     /// [`accumulate_frames`](Self::accumulate_frames) whose frames are in
     /// place by now, for an engine that holds batches while their frames

@@ -553,9 +553,14 @@ impl<'e> MultiModel<'e> {
         let mut room: Vec<usize> = (0..self.parts.len())
             .map(|p| DEPTH.saturating_sub(self.in_flight(p)))
             .collect();
+        // A device still being made ready (`statistics_ready`) gets nothing
+        // unless the host must send: the host holds and copies the next
+        // batches meanwhile.
+        let device_ready: Vec<bool> = self.parts.iter().map(|p| p.statistics_ready()).collect();
         let mut ready = 0;
         for (i, h) in self.held.iter_mut().enumerate() {
-            if room[h.part] == 0 || !(h.frames.is_done() || (wait && i == 0)) {
+            let must = wait && i == 0;
+            if room[h.part] == 0 || !(must || device_ready[h.part] && h.frames.is_done()) {
                 break;
             }
             room[h.part] -= 1;
@@ -793,6 +798,10 @@ impl LoadedModel for MultiModel<'_> {
 
     fn prepare_statistics(&mut self, targets: &FrameTargets<'_>) -> Result<()> {
         self.prepare_once(targets)
+    }
+
+    fn statistics_ready(&self) -> bool {
+        self.parts.iter().all(|p| p.statistics_ready())
     }
 
     fn send_copied(&mut self, acc: &mut ModelAccumulators) -> Result<()> {
@@ -1057,6 +1066,48 @@ mod tests {
         );
         assert_eq!(mm.flight[0].part, 0);
         gate.open();
+        mm.settle(&mut acc).unwrap();
+        let occupancy: f64 = acc.states[0].occupancy.iter().sum();
+        assert!((occupancy - 200.0).abs() < 1e-4, "{occupancy}");
+    }
+
+    /// A device still being made ready (`statistics_ready` false) gets no
+    /// batch from `send_copied`, even copied: the host goes on holding; once
+    /// ready, its batch goes at the next `send_copied`.
+    #[test]
+    fn a_device_not_ready_gets_its_batches_once_ready() {
+        let mut rng = Rng::new(15);
+        let d = 2;
+        let model = random::model(&mut rng, &[3], d, CovKind::Diagonal);
+        let ready = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let engines = [
+            GpuLike::lending(),
+            GpuLike::lending_ready_when(ready.clone()),
+        ];
+        let mut mm = lending_model(&engines, &model);
+        let mut acc = ModelAccumulators::zeros(&model, UpdateFlags::default());
+        let data = random::features(&mut rng, 200, d);
+        send_rows(&mut mm, &data[..100 * d], d, &mut acc);
+        wait_copied(&mut mm);
+        mm.send_copied(&mut acc).unwrap();
+        assert_eq!(
+            (mm.held.len(), mm.flight.len()),
+            (0, 1),
+            "device 0 is ready"
+        );
+        send_rows(&mut mm, &data[100 * d..], d, &mut acc);
+        assert_eq!(mm.held[0].part, 1);
+        wait_copied(&mut mm);
+        mm.send_copied(&mut acc).unwrap();
+        assert_eq!(
+            (mm.held.len(), mm.flight.len()),
+            (1, 1),
+            "sent to a device not ready"
+        );
+        assert!(!mm.statistics_ready());
+        ready.store(true, std::sync::atomic::Ordering::SeqCst);
+        mm.send_copied(&mut acc).unwrap();
+        assert_eq!((mm.held.len(), mm.flight.len()), (0, 2));
         mm.settle(&mut acc).unwrap();
         let occupancy: f64 = acc.states[0].occupancy.iter().sum();
         assert!((occupancy - 200.0).abs() < 1e-4, "{occupancy}");

@@ -7,6 +7,8 @@
 
 use std::any::Any;
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use super::cpu::CpuEngine;
 use super::host_frames::LentMemory;
@@ -43,6 +45,9 @@ enum Path {
 pub struct GpuLike {
     cpu: CpuEngine,
     path: Path,
+    /// While false, its models' `statistics_ready` says no (a device still
+    /// being made ready); none: always ready.
+    ready: Option<Arc<AtomicBool>>,
 }
 
 impl GpuLike {
@@ -54,10 +59,19 @@ impl GpuLike {
         Self::new(Path::Lending)
     }
 
+    /// [`lending`](Self::lending), ready for statistics while `ready` is true.
+    pub fn lending_ready_when(ready: Arc<AtomicBool>) -> Self {
+        GpuLike {
+            ready: Some(ready),
+            ..Self::new(Path::Lending)
+        }
+    }
+
     fn new(path: Path) -> Self {
         GpuLike {
             cpu: CpuEngine::new(1).expect("a one-thread CPU engine"),
             path,
+            ready: None,
         }
     }
 }
@@ -65,6 +79,7 @@ impl GpuLike {
 struct GpuLikeModel<'e> {
     inner: Box<dyn LoadedModel + 'e>,
     path: Path,
+    ready: Option<Arc<AtomicBool>>,
     dim: usize,
     kept: VecDeque<ModelAccumulators>,
 }
@@ -83,6 +98,7 @@ impl Engine for GpuLike {
         Ok(Box::new(GpuLikeModel {
             inner: self.cpu.load(model)?,
             path: self.path,
+            ready: self.ready.clone(),
             dim: model.dim,
             kept: VecDeque::new(),
         }))
@@ -92,6 +108,9 @@ impl Engine for GpuLike {
 impl LoadedModel for GpuLikeModel<'_> {
     fn num_states(&self) -> usize {
         self.inner.num_states()
+    }
+    fn statistics_ready(&self) -> bool {
+        self.ready.as_ref().is_none_or(|r| r.load(Ordering::SeqCst))
     }
     fn state_loglikes(&mut self, feats: FrameBatch<'_>, out: &mut [f32]) -> Result<()> {
         self.inner.state_loglikes(feats, out)

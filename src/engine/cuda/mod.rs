@@ -87,11 +87,14 @@ pub(crate) struct EstepFullKernels {
 }
 
 /// A CUDA device with its streams: one for kernels, one for host-to-device
-/// copies (so copies of the next chunk overlap the kernels of this one).
+/// copies (so copies of the next chunk overlap the kernels of this one), one
+/// for a batch's sums on their way to the host (so the next batch's kernels
+/// do not wait for them).
 pub struct CudaEngine {
     pub(crate) ctx: Arc<CudaContext>,
     pub(crate) stream: Arc<CudaStream>,
     pub(crate) copy_stream: Arc<CudaStream>,
+    pub(crate) download_stream: Arc<CudaStream>,
     name: String,
     cc: (i32, i32),
     /// `AMTOOL_CUDA_TC` ("0": FP32 kernels only; see `KernelShape::for_device`).
@@ -290,12 +293,14 @@ impl CudaEngine {
         }
         let stream = ctx.new_stream().map_err(driver_err("stream"))?;
         let copy_stream = ctx.new_stream().map_err(driver_err("stream"))?;
+        let download_stream = ctx.new_stream().map_err(driver_err("stream"))?;
         crate::timeline::mark("streams");
         let pinned = Arc::new(pinned::PinnedPool::new(ctx.clone()));
         Ok(CudaEngine {
             ctx,
             stream,
             copy_stream,
+            download_stream,
             name,
             cc,
             tc: std::env::var("AMTOOL_CUDA_TC").unwrap_or_default(),

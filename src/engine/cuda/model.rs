@@ -22,12 +22,14 @@
 //! a call of fewer frames is cut in two halves), so the same inputs give the
 //! same bits run after run.
 
+mod add_sums;
 mod apart;
 mod batch_trace;
 
 use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::Arc;
+use std::thread::JoinHandle;
 
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, CudaView, LaunchConfig, PushKernelArg};
 
@@ -147,7 +149,8 @@ enum Source<'a> {
 pub struct CudaModel<'e> {
     eng: &'e CudaEngine,
     k: Arc<Kernels>,
-    model: AcousticModel,
+    /// Shared with a thread making the E-step's forms.
+    model: Arc<AcousticModel>,
     kz: usize,
     state_ng: Vec<usize>,
     state_first: Vec<usize>,
@@ -155,6 +158,9 @@ pub struct CudaModel<'e> {
     blk: Option<BlockDev>,
     st: Option<StateDev>,
     acc64: Option<CudaSlice<f64>>,
+    /// Accumulators of the batch sent apart before the last
+    /// ([`apart`]: taken in turn with [`Self::acc64`]).
+    acc64_spare: Option<CudaSlice<f64>>,
     streaming: Option<Stream>,
     /// Event pairs around the kernels of the last call.
     timers: Vec<(CudaEvent, CudaEvent)>,
@@ -175,6 +181,9 @@ pub struct CudaModel<'e> {
     batch_clock: Option<batch_trace::DeviceClock>,
     /// State 0 laid out for the FP16 E-step (global statistics).
     e16: Option<Estep16>,
+    /// [`Self::e16`] being made by a thread of its own, started by
+    /// `prepare_statistics`, taken by the first call that needs it.
+    e16_making: Option<JoinHandle<Result<Estep16>>>,
     /// Chunks of the current (or last) statistics call that took the FP16 E-step.
     e16_chunks: usize,
     /// The fewest Gaussians for which global statistics take the FP16 E-step.
@@ -229,6 +238,13 @@ fn weights_row(model: &AcousticModel, state: usize, g: usize, out: &mut [f32]) {
     }
     let last = out.len() - 1;
     out[last] = s.gconsts[g];
+}
+
+/// State 0 of `model` laid out for the FP16 E-step, uploaded on `stream`.
+fn make_e16(stream: &Arc<CudaStream>, model: &AcousticModel) -> Result<Estep16> {
+    Estep16::new(stream, model.dim, model.states[0].gconsts.len(), |g, r| {
+        weights_row(model, 0, g, r)
+    })
 }
 
 /// [`weights_row`] in the block-scoring kernels' z order `order`
@@ -297,7 +313,7 @@ impl<'e> CudaModel<'e> {
         Ok(CudaModel {
             eng,
             k,
-            model: model.clone(),
+            model: Arc::new(model.clone()),
             kz: shape.kz(),
             state_ng,
             state_first,
@@ -305,6 +321,7 @@ impl<'e> CudaModel<'e> {
             blk: None,
             st: None,
             acc64: None,
+            acc64_spare: None,
             streaming: None,
             timers: Vec::new(),
             split_part: None,
@@ -315,6 +332,7 @@ impl<'e> CudaModel<'e> {
             apart_end: None,
             batch_clock: None,
             e16: None,
+            e16_making: None,
             e16_chunks: 0,
             e16_min_gaussians: estep16::MIN_GAUSSIANS,
             efull: None,
@@ -617,15 +635,38 @@ impl<'e> CudaModel<'e> {
         if self.e16.is_some() {
             return Ok(());
         }
+        if let Some(making) = self.e16_making.take() {
+            let made = making.join().map_err(|_| {
+                Error::Engine("the thread making the E-step's forms of the model panicked".into())
+            })?;
+            self.e16 = Some(made?);
+            return Ok(());
+        }
         let _t = crate::timeline::Tally::start("model_upload");
-        let rows: Vec<Vec<f32>> = (0..self.state_ng[0])
-            .map(|g| {
-                let mut r = vec![0f32; self.kz];
-                weights_row(&self.model, 0, g, &mut r);
-                r
+        self.e16 = Some(make_e16(&self.eng.stream, &self.model)?);
+        Ok(())
+    }
+
+    /// Starts making the FP16 E-step's forms on a thread of their own, with
+    /// buffers for chunks of `room` frames: the host's part of it (the
+    /// forms built in fresh memory, page by page) and the uploads took
+    /// 0.5–2 ms of the thread that makes the devices ready, which then
+    /// could not hold and copy a job's first batches.
+    fn start_making_e16(&mut self, room: usize) -> Result<()> {
+        let (stream, model) = (self.eng.stream.clone(), self.model.clone());
+        let sms = self.eng.multiprocessors();
+        let thread = std::thread::Builder::new()
+            .name("amtool-e16".into())
+            .spawn(move || {
+                let mut e = make_e16(&stream, &model)?;
+                e.reserve(room);
+                e.make_room(&stream, sms)?;
+                Ok(e)
             })
-            .collect();
-        self.e16 = Some(Estep16::new(&self.eng.stream, &self.model, &rows)?);
+            .map_err(|e| {
+                Error::Engine(format!("cannot start a thread for the E-step's forms: {e}"))
+            })?;
+        self.e16_making = Some(thread);
         Ok(())
     }
 
@@ -1133,27 +1174,12 @@ impl<'e> CudaModel<'e> {
     /// Adds the device accumulators `sums` (Gaussians × kz), their Σ weight
     /// × log-likelihood `tot` and Σ weight into `acc`, element by element.
     fn add_sums(&self, sums: &[f64], tot: f64, weight: f64, acc: &mut ModelAccumulators) {
-        let (d, kz) = (self.model.dim, self.kz);
-        let vlen = self.model.inv_var_len();
-        for (state, a) in acc.states.iter_mut().enumerate() {
-            for g in 0..self.state_ng[state] {
-                let row = &sums[(self.state_first[state] + g) * kz..][..kz];
-                a.occupancy[g] += row[kz - 1];
-                if !a.mean_acc.is_empty() {
-                    for (x, y) in a.mean_acc[g * d..(g + 1) * d].iter_mut().zip(&row[..d]) {
-                        *x += y;
-                    }
-                }
-                if !a.var_acc.is_empty() {
-                    for (x, y) in a.var_acc[g * vlen..(g + 1) * vlen]
-                        .iter_mut()
-                        .zip(&row[d..d + vlen])
-                    {
-                        *x += y;
-                    }
-                }
-            }
-        }
+        let shape = add_sums::RowShape {
+            dim: self.model.dim,
+            vlen: self.model.inv_var_len(),
+            kz: self.kz,
+        };
+        add_sums::add_rows(&mut acc.states, sums, &self.state_first, shape);
         acc.total_like += tot;
         acc.total_frames += weight;
     }
@@ -1680,13 +1706,18 @@ impl LoadedModel for CudaModel<'_> {
     }
 
     fn prepare_statistics(&mut self, targets: &FrameTargets<'_>) -> Result<()> {
-        crate::engine::batch_trace::mark("prepare");
-        let r = self.ensure_stats_model(targets);
-        let r = r
-            .and_then(|()| self.reserve_first_batch(targets))
-            .and_then(|()| self.start_batch_clock());
-        crate::engine::batch_trace::mark("prepared");
+        let dev = self.eng.ctx.ordinal();
+        let mark =
+            |what: &str| crate::engine::batch_trace::mark_with(|| format!("{what}-dev{dev}"));
+        mark("prepare");
+        let r = self.reserve_first_batch(targets);
+        let r = r.and_then(|()| self.start_batch_clock());
+        mark("prepared");
         r
+    }
+
+    fn statistics_ready(&self) -> bool {
+        self.e16_making.as_ref().is_none_or(|t| t.is_finished())
     }
 
     fn accumulate_frames_apart(
@@ -1808,12 +1839,33 @@ impl CudaModel<'_> {
     /// grow from 16k frames to 256k, and its buffers are made once, for the
     /// chunks of a full batch.
     fn stats_chunks(&self, frames: usize, targets: &FrameTargets<'_>) -> Result<(usize, usize)> {
+        self.stats_chunks_with(frames, targets, self.e16_frame_bytes())
+    }
+
+    /// Device bytes a chunk's frame takes in the FP16 E-step's buffers (made
+    /// or being made; none without them).
+    fn e16_frame_bytes(&self) -> usize {
+        match (&self.e16, &self.e16_making) {
+            (Some(e), _) => e.bytes_per_frame(),
+            (None, Some(_)) => Estep16::frame_bytes(self.model.dim, self.state_ng[0]),
+            (None, None) => 0,
+        }
+    }
+
+    /// [`stats_chunks`](Self::stats_chunks) with `e16_bytes` a frame for
+    /// the FP16 E-step's buffers.
+    fn stats_chunks_with(
+        &self,
+        frames: usize,
+        targets: &FrameTargets<'_>,
+        e16_bytes: usize,
+    ) -> Result<(usize, usize)> {
         let d = self.model.dim;
         // Two feature buffers, entries, and the partial sums of the items.
         let per_frame = 8 * d
             + 12
             + (self.k.shape.gb * self.kz * 4 * self.state_ng.len().min(64)).div_ceil(ITEM_ENTRIES)
-            + self.e16.as_ref().map_or(0, |e| e.bytes_per_frame())
+            + e16_bytes
             + self.efull.as_ref().map_or(0, |e| e.bytes_per_frame())
             + match targets {
                 FrameTargets::Selected(sel) => {
@@ -1851,10 +1903,27 @@ impl CudaModel<'_> {
             FrameTargets::Selected(sel) => sel.offsets.len().saturating_sub(1),
             _ => STREAM_FLOOR_FRAMES,
         };
-        let (_, room) = self.stats_chunks(frames.max(FLOOR_FROM_FRAMES), targets)?;
+        // The FP16 E-step's forms are made apart when they are what the
+        // batches take (the other forms here, as each send would).
+        let apart = self.e16.is_none()
+            && self.e16_making.is_none()
+            && self.e16_wanted(targets)
+            && !self.efull_wanted(targets);
+        if !apart {
+            self.ensure_stats_model(targets)?;
+        }
+        let e16_bytes = match apart {
+            true => Estep16::frame_bytes(self.model.dim, self.state_ng[0]),
+            false => self.e16_frame_bytes(),
+        };
+        let (_, room) =
+            self.stats_chunks_with(frames.max(FLOOR_FROM_FRAMES), targets, e16_bytes)?;
         self.reserve_stats(room)?;
+        if apart {
+            self.start_making_e16(room)?;
+        }
         if let Some(e) = &mut self.e16 {
-            e.make_room(self.eng)?;
+            e.make_room(&self.eng.stream, self.eng.multiprocessors())?;
         }
         if self.acc64.is_none() {
             let n = (self.total_gaussians * self.kz).max(1);

@@ -1,11 +1,14 @@
 //! Statistics of one batch kept apart from every other batch's
 //! ([`LoadedModel::accumulate_apart`](crate::engine::LoadedModel::accumulate_apart),
-//! for [`crate::engine::multi`]): each batch is summed from zero in the
-//! model's device accumulators, and right after its kernels, on the same
-//! stream, the sums are copied into page-locked host memory of the batch's
-//! own. The next batch zeroes the device accumulators behind that copy (one
-//! stream: in order), so nothing waits on the host until
-//! [`CudaModel::collect_apart_sums`] reads the oldest batch's copy.
+//! for [`crate::engine::multi`]): each batch is summed from zero in device
+//! accumulators of its own (two, taken in turn), and after its kernels the
+//! sums are copied into page-locked host memory of the batch's own on the
+//! engine's download stream. The next batch zeroes and fills the other
+//! accumulators meanwhile (on the kernels' stream the copy of 2048 × 81
+//! sums had left each device ~55 µs idle between batches); the batch after
+//! it waits for the copy before it zeroes the first (the slices' events).
+//! Nothing waits on the host until [`CudaModel::collect_apart_sums`] reads
+//! the oldest batch's copy.
 
 use cudarc::driver::{CudaEvent, PinnedHostSlice};
 
@@ -71,7 +74,7 @@ impl CudaModel<'_> {
             r.and_then(|()| {
                 let mut sums = self.eng.pinned.take_sums(pend.acc64.len())?;
                 let mut total = self.eng.pinned.take_sums(1)?;
-                let s = &self.eng.stream;
+                let s = &self.eng.download_stream;
                 let e = driver_err("downloading statistics");
                 s.memcpy_dtoh(&pend.acc64, &mut sums).map_err(&e)?;
                 s.memcpy_dtoh(&pend.total, &mut total).map_err(&e)?;
@@ -82,8 +85,10 @@ impl CudaModel<'_> {
                 })
             })
         });
-        // The next batch zeroes these on the same stream, after the copies.
-        self.acc64 = Some(pend.acc64);
+        // The next batch takes the other accumulators (made then, the
+        // first time); the one after it zeroes these, after the copies.
+        self.acc64 = self.acc64_spare.take();
+        self.acc64_spare = Some(pend.acc64);
         self.apart.push_back(ApartBatch {
             copy: Some(copy?),
             timers: std::mem::take(&mut self.timers),
