@@ -9,8 +9,11 @@
 //! as in Kaldi) with the same float arithmetic. The perturbation uses
 //! [`KaldiRng`], a reimplementation of glibc's `rand()` with its default seed
 //! and Kaldi's `RandGauss`, so a fresh `gmm-est` process's random draws are
-//! reproduced too; whether the split parameters then agree bit for bit is
-//! checked against Kaldi's output in the tests, not promised.
+//! reproduced too, and the perturbation is added as Kaldi's BLAS adds it
+//! ([`blas_saxpy`]): the diagonal splits are Kaldi's to the bit on the
+//! fixtures (`gmm-est --mix-up`, `gmm-global-est --mix-up`, tested); the
+//! full-covariance ones within float rounding (the Cholesky factor here is
+//! f64).
 
 use crate::model::StateGmm;
 use crate::stats::linalg::{cholesky, sp_len};
@@ -279,6 +282,36 @@ pub fn split_targets(
     (targets, warning)
 }
 
+/// The split pair's means: a new last row, row `max_idx` plus `perturb` ×
+/// `rand_vec`, and row `max_idx` minus it. Kaldi does both with
+/// `VectorBase::AddVec`, which is BLAS's `saxpy`: OpenBLAS's x86-64 kernels
+/// (Haswell and later) take the first `n & !15` elements in blocks of 16
+/// with fused multiply-adds and the rest with a product and a sum, and so
+/// does [`blas_saxpy`]. (A product and a sum everywhere differed from
+/// Kaldi's split means in the last bit now and then, and the training
+/// parted from Kaldi's at the first mix-up of steps/train_mono.sh.)
+fn perturb_pair(means: &mut Vec<f32>, max_idx: usize, dim: usize, perturb: f32, rand_vec: &[f32]) {
+    let row = max_idx * dim..(max_idx + 1) * dim;
+    let mut new_row = means[row.clone()].to_vec();
+    blas_saxpy(perturb, rand_vec, &mut new_row);
+    blas_saxpy(-perturb, rand_vec, &mut means[row]);
+    means.extend(new_row);
+}
+
+/// `y += alpha · x` as OpenBLAS's x86-64 `saxpy` computes it: fused
+/// multiply-adds over the first `n & !15` elements, a rounded product added
+/// over the rest.
+pub fn blas_saxpy(alpha: f32, x: &[f32], y: &mut [f32]) {
+    let n = x.len().min(y.len());
+    let fused = n & !15;
+    for (yi, &xi) in y[..fused].iter_mut().zip(&x[..fused]) {
+        *yi = alpha.mul_add(xi, *yi);
+    }
+    for (yi, &xi) in y[fused..n].iter_mut().zip(&x[fused..n]) {
+        *yi += alpha * xi;
+    }
+}
+
 /// Kaldi's `DiagGmm::Split`: up to `target` components by repeatedly halving
 /// the heaviest (first on ties) and perturbing the pair's means.
 pub fn split_diag(
@@ -308,13 +341,13 @@ pub fn split_diag(
             .collect();
         let iv: Vec<f32> = gmm.inv_vars[max_idx * dim..(max_idx + 1) * dim].to_vec();
         gmm.inv_vars.extend(iv);
-        for d in 0..dim {
-            let m = gmm.means_invvars[max_idx * dim + d];
-            gmm.means_invvars.push(m + perturb_factor * rand_vec[d]);
-        }
-        for d in 0..dim {
-            gmm.means_invvars[max_idx * dim + d] += -perturb_factor * rand_vec[d];
-        }
+        perturb_pair(
+            &mut gmm.means_invvars,
+            max_idx,
+            dim,
+            perturb_factor,
+            &rand_vec,
+        );
         cur += 1;
     }
     gmm.gconsts = diag_gconsts(&gmm.weights, &gmm.means_invvars, &gmm.inv_vars, dim)?;
@@ -365,13 +398,13 @@ pub fn split_full(
             .collect();
         let iv: Vec<f32> = gmm.inv_vars[max_idx * vlen..(max_idx + 1) * vlen].to_vec();
         gmm.inv_vars.extend(iv);
-        for d in 0..dim {
-            let m = gmm.means_invvars[max_idx * dim + d];
-            gmm.means_invvars.push(m + perturb_factor * rand_vec[d]);
-        }
-        for d in 0..dim {
-            gmm.means_invvars[max_idx * dim + d] += -perturb_factor * rand_vec[d];
-        }
+        perturb_pair(
+            &mut gmm.means_invvars,
+            max_idx,
+            dim,
+            perturb_factor,
+            &rand_vec,
+        );
         cur += 1;
     }
     gmm.gconsts = full_gconsts(&gmm.weights, &gmm.means_invvars, &gmm.inv_vars, dim)?;
@@ -663,6 +696,42 @@ pub fn merge_by_count(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `blas_saxpy` fuses the first `n & !15` elements and rounds the
+    /// product of the rest, as OpenBLAS's saxpy; the inputs are ones where
+    /// the two ways differ on both sides of the cut.
+    #[test]
+    fn saxpy_fuses_the_blocks_of_16_and_not_the_tail() {
+        // y ≈ −αx: the sum cancels, so the product's rounding shows.
+        let alpha = 0.01f32;
+        let x: Vec<f32> = (0..39)
+            .map(|i| (1.0 + i as f64 / 64.0 + 1.0 / 3.0) as f32)
+            .collect();
+        let y0: Vec<f32> = x
+            .iter()
+            .map(|&v| -(alpha * v) * (1.0 + 1.0 / 1024.0))
+            .collect();
+        let mut y = y0.clone();
+        blas_saxpy(alpha, &x, &mut y);
+        let (mut fused_differs, mut tail_differs) = (false, false);
+        for i in 0..39 {
+            let fused = alpha.mul_add(x[i], y0[i]);
+            let plain = y0[i] + alpha * x[i];
+            let want = if i < 32 { fused } else { plain };
+            assert_eq!(y[i].to_bits(), want.to_bits(), "element {i}");
+            if fused != plain {
+                *(if i < 32 {
+                    &mut fused_differs
+                } else {
+                    &mut tail_differs
+                }) = true;
+            }
+        }
+        assert!(
+            fused_differs && tail_differs,
+            "inputs that tell the two ways apart"
+        );
+    }
     use proptest::prelude::*;
 
     #[test]
