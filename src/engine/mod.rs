@@ -288,8 +288,9 @@ pub trait LoadedModel: Send {
     }
 
     /// Makes ready what statistics of `targets`' kind need (the CUDA engine
-    /// uploads the model's forms for them), so that a job's first batch
-    /// does not wait for it. Default: nothing.
+    /// uploads the model's forms for them, the FP16 E-step's on a thread of
+    /// their own: see [`statistics_ready`](Self::statistics_ready)), so that
+    /// a job's first batch does not wait for it. Default: nothing.
     fn prepare_statistics(&mut self, _targets: &FrameTargets<'_>) -> Result<()> {
         Ok(())
     }

@@ -1893,11 +1893,13 @@ impl CudaModel<'_> {
         self.ensure_streaming(room)
     }
 
-    /// At a job's start, makes the device memory its batches of `targets`
-    /// take (the streaming and E-step buffers for a full batch's chunks, and
-    /// the accumulators): `prepare_statistics` runs on every device at once,
-    /// where each device's first send made it, one device after another on
-    /// the sending thread.
+    /// At a job's start, makes the model's forms and the device memory its
+    /// batches of `targets` take (the streaming and E-step buffers for a
+    /// full batch's chunks, and the accumulators): `prepare_statistics` runs
+    /// on every device at once, where each device's first send made it, one
+    /// device after another on the sending thread. The FP16 E-step's forms
+    /// and buffers are made by a thread of their own
+    /// ([`Self::start_making_e16`]).
     fn reserve_first_batch(&mut self, targets: &FrameTargets<'_>) -> Result<()> {
         let frames = match targets {
             FrameTargets::Selected(sel) => sel.offsets.len().saturating_sub(1),
