@@ -987,6 +987,24 @@ mod tests {
         }
     }
 
+    /// The dimension of [`small_model`].
+    const D2: usize = 2;
+
+    /// A three-Gaussian diagonal model of dimension [`D2`] from `seed`, and
+    /// the generator after it.
+    fn small_model(seed: u64) -> (Rng, AcousticModel) {
+        let mut rng = Rng::new(seed);
+        let model = random::model(&mut rng, &[3], D2, CovKind::Diagonal);
+        (rng, model)
+    }
+
+    /// Each of `frames` frames counted once in `acc` (its one state's
+    /// occupancies sum to them).
+    fn assert_counted(acc: &ModelAccumulators, frames: usize) {
+        let occupancy: f64 = acc.states[0].occupancy.iter().sum();
+        assert!((occupancy - frames as f64).abs() < 1e-4, "{occupancy}");
+    }
+
     /// A model on `engines` as one (what `MultiEngine::load` makes), to
     /// look at its state.
     fn lending_model<'e>(engines: &'e [GpuLike], model: &AcousticModel) -> MultiModel<'e> {
@@ -1011,9 +1029,8 @@ mod tests {
     /// flight; a settle sends every batch, each counted once.
     #[test]
     fn batches_go_to_the_device_given_the_fewest_frames() {
-        let mut rng = Rng::new(11);
-        let d = 2;
-        let model = random::model(&mut rng, &[3], d, CovKind::Diagonal);
+        let (mut rng, model) = small_model(11);
+        let d = D2;
         let engines = [GpuLike::lending(), GpuLike::lending()];
         let mut mm = lending_model(&engines, &model);
         let mut acc = ModelAccumulators::zeros(&model, UpdateFlags::default());
@@ -1038,8 +1055,7 @@ mod tests {
         assert_eq!(mm.given, vec![510, 550]);
         mm.settle(&mut acc).unwrap();
         assert!(mm.held.is_empty() && mm.flight.is_empty());
-        let occupancy: f64 = acc.states[0].occupancy.iter().sum();
-        assert!((occupancy - total as f64).abs() < 1e-4, "{occupancy}");
+        assert_counted(&acc, total);
     }
 
     /// A held batch whose frames are in place goes to its device at the
@@ -1047,9 +1063,8 @@ mod tests {
     /// before held it until a whole round after it was full).
     #[test]
     fn a_batch_is_sent_as_soon_as_its_frames_are_in_place() {
-        let mut rng = Rng::new(12);
-        let d = 2;
-        let model = random::model(&mut rng, &[3], d, CovKind::Diagonal);
+        let (mut rng, model) = small_model(12);
+        let d = D2;
         let engines = [GpuLike::lending(), GpuLike::lending()];
         let mut mm = lending_model(&engines, &model);
         let mut acc = ModelAccumulators::zeros(&model, UpdateFlags::default());
@@ -1067,8 +1082,7 @@ mod tests {
         assert_eq!(mm.flight[0].part, 0);
         gate.open();
         mm.settle(&mut acc).unwrap();
-        let occupancy: f64 = acc.states[0].occupancy.iter().sum();
-        assert!((occupancy - 200.0).abs() < 1e-4, "{occupancy}");
+        assert_counted(&acc, 200);
     }
 
     /// A device still being made ready (`statistics_ready` false) gets no
@@ -1076,9 +1090,8 @@ mod tests {
     /// ready, its batch goes at the next `send_copied`.
     #[test]
     fn a_device_not_ready_gets_its_batches_once_ready() {
-        let mut rng = Rng::new(15);
-        let d = 2;
-        let model = random::model(&mut rng, &[3], d, CovKind::Diagonal);
+        let (mut rng, model) = small_model(15);
+        let d = D2;
         let ready = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let engines = [
             GpuLike::lending(),
@@ -1109,16 +1122,18 @@ mod tests {
         mm.send_copied(&mut acc).unwrap();
         assert_eq!((mm.held.len(), mm.flight.len()), (0, 2));
         mm.settle(&mut acc).unwrap();
-        let occupancy: f64 = acc.states[0].occupancy.iter().sum();
-        assert!((occupancy - 200.0).abs() < 1e-4, "{occupancy}");
+        assert_counted(&acc, 200);
     }
 
-    /// Waits until the copy of `mm`'s oldest held batch has ended.
+    /// Waits until the copy of `mm`'s oldest held batch has ended. On a
+    /// host of few cores the copies run on rayon's global pool, behind the
+    /// other tests' work there: a CI run (2 cores, debug build) once waited
+    /// more than 10 s, hence the minute.
     fn wait_copied(mm: &mut MultiModel<'_>) {
         let t0 = std::time::Instant::now();
         while !mm.held.front_mut().is_some_and(|h| h.frames.is_done()) {
-            assert!(t0.elapsed().as_secs() < 10, "the copy never ended");
-            std::thread::yield_now();
+            assert!(t0.elapsed().as_secs() < 60, "the copy never ended");
+            std::thread::sleep(std::time::Duration::from_millis(1));
         }
     }
 
@@ -1182,9 +1197,8 @@ mod tests {
     /// not only at the next batch's hold.
     #[test]
     fn a_batch_copied_goes_at_the_next_send_copied() {
-        let mut rng = Rng::new(13);
-        let d = 2;
-        let model = random::model(&mut rng, &[3], d, CovKind::Diagonal);
+        let (mut rng, model) = small_model(13);
+        let d = D2;
         let engines = [GpuLike::lending(), GpuLike::lending()];
         let mut mm = lending_model(&engines, &model);
         let mut acc = ModelAccumulators::zeros(&model, UpdateFlags::default());
@@ -1199,8 +1213,7 @@ mod tests {
         mm.send_copied(&mut acc).unwrap();
         assert_eq!((mm.held.len(), mm.flight.len()), (0, 1));
         mm.settle(&mut acc).unwrap();
-        let occupancy: f64 = acc.states[0].occupancy.iter().sum();
-        assert!((occupancy - 100.0).abs() < 1e-4, "{occupancy}");
+        assert_counted(&acc, 100);
     }
 
     /// Copies take their turns in ticket order, whatever order their

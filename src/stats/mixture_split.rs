@@ -282,6 +282,24 @@ pub fn split_targets(
     (targets, warning)
 }
 
+/// The heaviest of the first `cur` components (the first on ties), its
+/// weight halved and a copy of it appended with its inverse variances
+/// (`vlen` a component): the pair a split makes, before its means are
+/// perturbed ([`perturb_pair`]). Returns its index.
+fn halve_heaviest(gmm: &mut StateGmm, cur: usize, vlen: usize) -> usize {
+    let mut max_idx = 0;
+    for i in 1..cur {
+        if gmm.weights[i] > gmm.weights[max_idx] {
+            max_idx = i;
+        }
+    }
+    gmm.weights[max_idx] /= 2.0;
+    gmm.weights.push(gmm.weights[max_idx]);
+    gmm.inv_vars
+        .extend_from_within(max_idx * vlen..(max_idx + 1) * vlen);
+    max_idx
+}
+
 /// The split pair's means: a new last row, row `max_idx` plus `perturb` ×
 /// `rand_vec`, and row `max_idx` minus it. Kaldi does both with
 /// `VectorBase::AddVec`, which is BLAS's `saxpy`: OpenBLAS's x86-64 kernels
@@ -326,21 +344,10 @@ pub fn split_diag(
         return Err(format!("Cannot split from {cur} to {target} components"));
     }
     while cur < target {
-        let mut max_idx = 0;
-        let mut max_w = gmm.weights[0];
-        for i in 1..cur {
-            if gmm.weights[i] > max_w {
-                max_w = gmm.weights[i];
-                max_idx = i;
-            }
-        }
-        gmm.weights[max_idx] /= 2.0;
-        gmm.weights.push(gmm.weights[max_idx]);
+        let max_idx = halve_heaviest(gmm, cur, dim);
         let rand_vec: Vec<f32> = (0..dim)
             .map(|d| rng.rand_gauss() * gmm.inv_vars[max_idx * dim + d].sqrt())
             .collect();
-        let iv: Vec<f32> = gmm.inv_vars[max_idx * dim..(max_idx + 1) * dim].to_vec();
-        gmm.inv_vars.extend(iv);
         perturb_pair(
             &mut gmm.means_invvars,
             max_idx,
@@ -370,16 +377,7 @@ pub fn split_full(
         return Err(format!("Cannot split from {cur} to {target} components"));
     }
     while cur < target {
-        let mut max_idx = 0;
-        let mut max_w = gmm.weights[0];
-        for i in 1..cur {
-            if gmm.weights[i] > max_w {
-                max_w = gmm.weights[i];
-                max_idx = i;
-            }
-        }
-        gmm.weights[max_idx] /= 2.0;
-        gmm.weights.push(gmm.weights[max_idx]);
+        let max_idx = halve_heaviest(gmm, cur, vlen);
         let r: Vec<f64> = rng
             .randn_vector(dim)
             .into_iter()
@@ -396,8 +394,6 @@ pub fn split_full(
         let rand_vec: Vec<f32> = (0..dim)
             .map(|j| (j..dim).map(|i| l[i * dim + j] * r[i]).sum::<f64>() as f32)
             .collect();
-        let iv: Vec<f32> = gmm.inv_vars[max_idx * vlen..(max_idx + 1) * vlen].to_vec();
-        gmm.inv_vars.extend(iv);
         perturb_pair(
             &mut gmm.means_invvars,
             max_idx,

@@ -1905,23 +1905,23 @@ impl CudaModel<'_> {
             FrameTargets::Selected(sel) => sel.offsets.len().saturating_sub(1),
             _ => STREAM_FLOOR_FRAMES,
         };
-        // The FP16 E-step's forms are made apart when they are what the
-        // batches take (the other forms here, as each send would).
-        let apart = self.e16.is_none()
+        // The FP16 E-step's forms are made in the background when they are
+        // what the batches take (the other forms here, as each send would).
+        let in_background = self.e16.is_none()
             && self.e16_making.is_none()
             && self.e16_wanted(targets)
             && !self.efull_wanted(targets);
-        if !apart {
+        if !in_background {
             self.ensure_stats_model(targets)?;
         }
-        let e16_bytes = match apart {
+        let e16_bytes = match in_background {
             true => Estep16::frame_bytes(self.model.dim, self.state_ng[0]),
             false => self.e16_frame_bytes(),
         };
         let (_, room) =
             self.stats_chunks_with(frames.max(FLOOR_FROM_FRAMES), targets, e16_bytes)?;
         self.reserve_stats(room)?;
-        if apart {
+        if in_background {
             self.start_making_e16(room)?;
         }
         if let Some(e) = &mut self.e16 {
