@@ -8,7 +8,10 @@
 //! bound; the split FP16 products keep 22 bits of each operand, as 3xTF32).
 //!
 //! Each test checks that the FP16 path really ran (`fp16_estep_chunks`), so a
-//! silent fall back to the FP32 kernels fails it. Without a GPU every test
+//! silent fall back to the FP32 kernels fails it. Each runs on both forms of
+//! the kernels a device has: on compute capability 9.0 the wgmma ones
+//! (`kernels/estep_f16_wg.cu`, the default there) and the mma.sync ones
+//! (`AMTOOL_CUDA_TC=nowg`, every other tensor-core device's). Without a GPU every test
 //! prints `skipped: no CUDA device` and passes; with `AMTOOL_REQUIRE_GPU=1`
 //! a missing GPU fails them.
 
@@ -27,6 +30,21 @@ use gmm_ref::*;
 fn engine() -> Option<&'static CudaEngine> {
     static E: OnceLock<Option<CudaEngine>> = OnceLock::new();
     E.get_or_init(engine_for_tests).as_ref()
+}
+
+/// The engine with the mma.sync kernels only (`nowg`), where a device is.
+fn engine_nowg() -> Option<&'static CudaEngine> {
+    static E: OnceLock<Option<CudaEngine>> = OnceLock::new();
+    E.get_or_init(|| {
+        engine()?;
+        Some(CudaEngine::with_tensor_cores("nowg").expect("a second engine on the device"))
+    })
+    .as_ref()
+}
+
+/// Both engines ([`engine`], [`engine_nowg`]); none without a device.
+fn engines() -> Vec<&'static CudaEngine> {
+    engine().into_iter().chain(engine_nowg()).collect()
 }
 
 /// A random one-state model and features, both scaled by 2^`log2s`
@@ -83,7 +101,20 @@ fn cuda_global(
 }
 
 fn check(dim: usize, g: usize, frames: usize, seed: u64, log2s: i32) -> Result<(), String> {
-    let Some(e) = engine() else { return Ok(()) };
+    for (i, e) in engines().into_iter().enumerate() {
+        check_on(e, dim, g, frames, seed, log2s).map_err(|m| format!("engine {i}: {m}"))?;
+    }
+    Ok(())
+}
+
+fn check_on(
+    e: &CudaEngine,
+    dim: usize,
+    g: usize,
+    frames: usize,
+    seed: u64,
+    log2s: i32,
+) -> Result<(), String> {
     let (m, feats) = scaled_case(dim, g, frames, seed, log2s);
     let (acc, chunks) = cuda_global(e, &m, &feats)?;
     if chunks == 0 {
@@ -152,27 +183,42 @@ fn cuda_fp16_estep_edge_shapes() {
 /// posterior is exactly 1 and the occupancy is exactly the frame count.
 #[test]
 fn cuda_fp16_estep_one_gaussian_has_posteriors_of_one() {
-    let Some(e) = engine() else { return };
-    let (m, feats) = scaled_case(7, 1, 3001, 3, 2);
-    let (acc, chunks) = cuda_global(e, &m, &feats).unwrap();
-    assert!(chunks > 0, "the FP16 E-step did not run");
-    assert_eq!(acc.states[0].occupancy[0], 3001.0);
-    compare_acc(&acc, &global_ref(&m, &feats)).unwrap();
+    for e in engines() {
+        let (m, feats) = scaled_case(7, 1, 3001, 3, 2);
+        let (acc, chunks) = cuda_global(e, &m, &feats).unwrap();
+        assert!(chunks > 0, "the FP16 E-step did not run");
+        assert_eq!(acc.states[0].occupancy[0], 3001.0);
+        compare_acc(&acc, &global_ref(&m, &feats)).unwrap();
+    }
+}
+
+/// On compute capability 9.0 the default kernels are the wgmma ones and
+/// `nowg` turns them off; elsewhere there are none.
+#[test]
+fn cuda_fp16_estep_takes_wgmma_on_hopper_only() {
+    let (Some(e), Some(n)) = (engine(), engine_nowg()) else {
+        return;
+    };
+    let m = scaled_case(40, 256, 10, 1, 0).0;
+    let hopper = e.compute_capability() == (9, 0);
+    assert_eq!(CudaModel::new(e, &m).unwrap().shape().wg, hopper);
+    assert!(!CudaModel::new(n, &m).unwrap().shape().wg);
 }
 
 /// A chunk whose values FP16 cannot hold (|x|²·|w| > 2^28) takes the FP32
 /// kernels, with the same results; the chunk beside it keeps the FP16 path.
 #[test]
 fn cuda_fp16_estep_refused_chunk_falls_back() {
-    let Some(e) = engine() else { return };
-    let (m, mut feats) = scaled_case(5, 40, 10_000, 8, 0);
-    // The call is cut into two chunks (8,192 and 1,808 frames); spoil the
-    // first: x = 3e4 gives x²·½σ⁻² ≥ 4.5e8 > 2^28.
-    feats[3] = 3e4;
-    let (acc, chunks) = cuda_global(e, &m, &feats).unwrap();
-    assert_eq!(
-        chunks, 1,
-        "one chunk should take the FP16 path, one refuse it"
-    );
-    compare_acc(&acc, &global_ref(&m, &feats)).unwrap();
+    for e in engines() {
+        let (m, mut feats) = scaled_case(5, 40, 10_000, 8, 0);
+        // The call is cut into two chunks (8,192 and 1,808 frames); spoil
+        // the first: x = 3e4 gives x²·½σ⁻² ≥ 4.5e8 > 2^28.
+        feats[3] = 3e4;
+        let (acc, chunks) = cuda_global(e, &m, &feats).unwrap();
+        assert_eq!(
+            chunks, 1,
+            "one chunk should take the FP16 path, one refuse it"
+        );
+        compare_acc(&acc, &global_ref(&m, &feats)).unwrap();
+    }
 }

@@ -18,6 +18,9 @@ use crate::{Error, Result};
 pub const GMM_SOURCE: &str = include_str!("../../../kernels/gmm.cu");
 /// The FP16 E-step kernels, appended to [`GMM_SOURCE`] (they use its helpers).
 pub const ESTEP_F16_SOURCE: &str = include_str!("../../../kernels/estep_f16.cu");
+/// The FP16 E-step's first pass on Hopper's warpgroup instructions (`gllw`),
+/// appended after [`ESTEP_F16_SOURCE`]; compiled where [`KernelShape::wg`].
+pub const ESTEP_F16_WG_SOURCE: &str = include_str!("../../../kernels/estep_f16_wg.cu");
 /// The full-covariance tensor-core E-step kernels, appended after [`ESTEP_F16_SOURCE`]
 /// (they use the FP16 helpers there and those of [`GMM_SOURCE`]).
 pub const ESTEP_FULL_SOURCE: &str = include_str!("../../../kernels/estep_fullcov.cu");
@@ -57,6 +60,11 @@ pub struct KernelShape {
     /// Whether the FP16 tensor-core E-step kernels (`kernels/estep_f16.cu`)
     /// are compiled: diagonal models with 2D <= 96 on tensor-core devices.
     pub e16: bool,
+    /// Whether the FP16 E-step's first pass runs on wgmma (`gllw` in
+    /// `kernels/estep_f16_wg.cu`): `e16` on compute capability 9.0 exactly
+    /// (the kernels are then compiled for `sm_90a`), unless
+    /// `AMTOOL_CUDA_TC=nowg`.
+    pub wg: bool,
     /// Whether the full-covariance tensor-core E-step kernels
     /// (`kernels/estep_fullcov.cu`) are compiled: full covariances with
     /// D <= 96 on tensor-core devices.
@@ -76,6 +84,7 @@ impl std::hash::Hash for KernelShape {
             self.tcw,
             self.kc,
             self.e16,
+            self.wg,
             self.fc16,
         )
             .hash(h);
@@ -152,6 +161,7 @@ impl KernelShape {
             tcw: 0,
             kc: 0,
             e16: false,
+            wg: false,
             fc16: false,
         };
         shape.wres = shape.smem_stats() + kzv * gb * 4 <= SMEM_BUDGET;
@@ -183,17 +193,20 @@ impl KernelShape {
     /// k-steps). `tc` is the value of `AMTOOL_CUDA_TC` (read once by the
     /// engine): "0" keeps the FP32 kernels, "nof16" keeps the FP32
     /// statistics kernels for one GMM (no FP16 E-step, diagonal or full)
-    /// but scores on the tensor cores.
+    /// but scores on the tensor cores, "nowg" keeps the FP16 E-step on
+    /// mma.sync where it would take wgmma (compute capability 9.0).
     pub fn for_device(mut self, cc: (i32, i32), tc: &str) -> Self {
         self.tcw = 0;
         self.kc = 0;
         self.e16 = false;
+        self.wg = false;
         self.fc16 = false;
         if tc == "0" || cc.0 < 8 {
             return self;
         }
         self.e16 =
             self.kind == CovKind::Diagonal && super::estep16::fits(self.dim) && tc != "nof16";
+        self.wg = self.e16 && cc == (9, 0) && tc != "nowg";
         self.fc16 =
             self.kind == CovKind::Full && super::estep_full::fits(self.dim) && tc != "nof16";
         for w in [8, 4, 2] {
@@ -323,8 +336,10 @@ impl KernelShape {
         );
         s.push_str(&format!("#define TKC {TC_CHUNK_STEPS}\n"));
         s.push_str(&format!(
-            "#define E16 {}\n#define KP {}\n#define FC16 {}\n",
+            "#define E16 {}\n#define WG {}\n{}#define KP {}\n#define FC16 {}\n",
             u8::from(self.e16),
+            u8::from(self.wg),
+            super::estep16_wg::prelude(),
             super::estep16::kp(self.dim),
             u8::from(self.fc16)
         ));
@@ -422,11 +437,20 @@ fn image_path(src: &str, arch: &str) -> Option<PathBuf> {
 /// Whether the disk cache holds a kernel image for devices of compute
 /// capability `cc` (then a model of a cached shape needs no NVRTC).
 pub fn cached_for(cc: (i32, i32)) -> bool {
-    let prefix = format!("gmm-sm_{}{}-", cc.0, cc.1);
+    let prefixes = [
+        format!("gmm-sm_{}{}-", cc.0, cc.1),
+        format!("gmm-sm_{}{}a-", cc.0, cc.1),
+    ];
     cache_dir()
         .and_then(|d| std::fs::read_dir(d).ok())
         .is_some_and(|mut entries| {
-            entries.any(|e| e.is_ok_and(|e| e.file_name().to_string_lossy().starts_with(&prefix)))
+            entries.any(|e| {
+                e.is_ok_and(|e| {
+                    let name = e.file_name();
+                    let name = name.to_string_lossy();
+                    prefixes.iter().any(|p| name.starts_with(p.as_str()))
+                })
+            })
         })
 }
 
@@ -437,7 +461,7 @@ pub fn cached_for(cc: (i32, i32)) -> bool {
 /// NVRTC at all.
 pub fn image_for(shape: &KernelShape, cc: (i32, i32)) -> Result<Ptx> {
     let src = source_for(shape);
-    let arch = format!("sm_{}{}", cc.0, cc.1);
+    let arch = arch_for(shape, cc);
     let path = image_path(&src, &arch);
     if let Some(bin) = path.as_ref().and_then(|p| std::fs::read(p).ok()) {
         // An ELF image (a torn write never lands: files are renamed in).
@@ -452,14 +476,22 @@ pub fn image_for(shape: &KernelShape, cc: (i32, i32)) -> Result<Ptx> {
     Ok(Ptx::from_binary(bin))
 }
 
+/// The NVRTC architecture of a shape's kernels: `sm_XY`, or `sm_90a` (the
+/// architecture-specific features wgmma needs) where the shape has `wg`.
+fn arch_for(shape: &KernelShape, cc: (i32, i32)) -> String {
+    let suffix = if shape.wg { "a" } else { "" };
+    format!("sm_{}{}{suffix}", cc.0, cc.1)
+}
+
 /// The whole kernel source of one shape: its `#define`s, then the kernel
 /// files.
 fn source_for(shape: &KernelShape) -> String {
     format!(
-        "{}{}{}{}{}",
+        "{}{}{}{}{}{}",
         shape.prelude(),
         GMM_SOURCE,
         ESTEP_F16_SOURCE,
+        ESTEP_F16_WG_SOURCE,
         ESTEP_FULL_SOURCE,
         super::gselect::GSELECT_SOURCE
     )
@@ -593,7 +625,7 @@ mod tests {
         fn compile_shape(shape: &KernelShape, cc: (i32, i32)) {
             let (d, kind) = (shape.dim, shape.kind);
             let src = source_for(shape);
-            let arch = format!("sm_{}{}", cc.0, cc.1);
+            let arch = arch_for(shape, cc);
             let t = std::time::Instant::now();
             let bin = compile_cubin(&src, &arch).unwrap_or_else(|e| panic!("{shape:?}: {e}"));
             eprintln!(

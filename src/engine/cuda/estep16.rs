@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, DeviceRepr, LaunchConfig, PushKernelArg};
 
+use super::estep16_wg as wgk;
 use super::{driver_err, CudaEngine, Kernels};
 use crate::{Error, Result};
 
@@ -24,13 +25,14 @@ use crate::{Error, Result};
 /// FP32 kernels; M = 256 15.0 ms against 16.3).
 pub const MIN_GAUSSIANS: usize = 128;
 
-/// Frames per stage of `gst16` (its SF): chunks are padded to a multiple.
-const SF: usize = 64;
+/// Frames per stage of `gst16` and `gstw` (their SF): chunks are padded to
+/// a multiple.
+pub(crate) const SF: usize = 64;
 /// Frames a `gll16` CTA takes (W1 warps of 32 frames).
 const LL_FRAMES: usize = 128;
 /// Warps of a `gst16` CTA at most (the kernel's GSTW, its launch bound).
 const GST_WARPS: usize = 6;
-/// Largest range of frames one `gst16` CTA sums.
+/// Largest range of frames one `gst16` or `gstw` CTA sums.
 const MAX_RANGE: usize = 8192;
 /// log2 of the posterior scale GSC of the kernels.
 const GSC_LOG2: i32 = 12;
@@ -102,7 +104,7 @@ pub fn scales(xmax: &[f32], wmax: &[f32]) -> Option<Vec<i32>> {
 /// make the host wait for the stream).
 #[repr(C)]
 #[derive(Clone, Copy)]
-struct Scales([f32; 104]);
+pub(crate) struct Scales([f32; 104]);
 // SAFETY: plain floats, laid out as the kernels' struct.
 unsafe impl DeviceRepr for Scales {}
 
@@ -121,7 +123,12 @@ pub struct Estep16 {
     dim: usize,
     kz: usize,
     m: usize,
+    /// Tiles of 16 Gaussians with W' fragments (`wa`): gst16's, or the
+    /// 16-Gaussian quarters of gstw's warpgroups.
     tiles: usize,
+    /// Whether the wgmma kernels run this model ([`super::estep16_wg`]),
+    /// with W' (`wb`) in `gllw`'s tiles.
+    wg: bool,
     /// W (k < 2D, zero-padded to KP) row-major per padded Gaussian.
     w32: CudaSlice<f32>,
     /// gconst per padded Gaussian (−1e30 for padding: exp gives 0).
@@ -130,6 +137,8 @@ pub struct Estep16 {
     wmax: Vec<f32>,
     /// W' fragments and the exponents they were made with.
     wa: CudaSlice<u32>,
+    /// W' in `gllw`'s tiles (with `wg`).
+    wb: Option<CudaSlice<u32>>,
     wa_exp: Option<Vec<i32>>,
     bufs: Option<Bufs>,
     /// Frames a chunk's buffers are made for at least ([`Self::reserve`]).
@@ -139,16 +148,23 @@ pub struct Estep16 {
 impl Estep16 {
     /// The forms of `m` Gaussians of dimension `d`, uploaded on `stream`;
     /// `row(g, r)` writes Gaussian g's z-weights `[μ/σ², −½/σ², gconst]`
-    /// (2d + 1 floats) into `r`. Built in place: building 2048 rows apart
-    /// first, then copying them, took 0.4–0.7 ms of host time.
+    /// (2d + 1 floats) into `r`; `wg`: for the wgmma kernels. Built in
+    /// place: building 2048 rows apart first, then copying them, took
+    /// 0.4–0.7 ms of host time.
     pub fn new(
         stream: &Arc<CudaStream>,
         d: usize,
         m: usize,
+        wg: bool,
         mut row: impl FnMut(usize, &mut [f32]),
     ) -> Result<Self> {
-        let (kp, tiles) = (kp(d), m.div_ceil(16).max(1));
-        let mpad = 16 * tiles;
+        let kp = kp(d);
+        let mpad = if wg {
+            wgk::rows(m)
+        } else {
+            16 * m.div_ceil(16).max(1)
+        };
+        let tiles = mpad / 16;
         let mut w32 = vec![0f32; mpad * kp];
         let mut gconst = vec![-1e30f32; mpad];
         let mut wmax = vec![0f32; 2 * d];
@@ -167,12 +183,18 @@ impl Estep16 {
             kz: 2 * d + 1,
             m,
             tiles,
+            wg,
             w32: stream.clone_htod(&w32).map_err(&e)?,
             gconst: stream.clone_htod(&gconst).map_err(&e)?,
             wmax,
             wa: stream
                 .alloc_zeros::<u32>(tiles * (kp / 16) * 64 * 4)
                 .map_err(&e)?,
+            wb: if wg {
+                Some(stream.alloc_zeros::<u32>(mpad * kp).map_err(&e)?)
+            } else {
+                None
+            },
             wa_exp: None,
             bufs: None,
             reserve: 0,
@@ -188,17 +210,35 @@ impl Estep16 {
     /// The buffers of chunks of the frames [`reserve`](Self::reserve)d
     /// made now (a chunk of that size or fewer then makes none).
     pub fn make_room(&mut self, stream: &Arc<CudaStream>, sms: usize) -> Result<()> {
-        let mpad = 16 * self.tiles;
         let (npad, _, ranges) = self.split(sms, self.reserve.max(1));
-        self.ensure_bufs(stream, npad, ranges * mpad * self.kz)
+        self.ensure_bufs(stream, npad, ranges * self.stats_rows() * self.kz)
+    }
+
+    /// CTAs of the statistics pass over the Gaussians of one range.
+    fn stats_ctas(&self) -> usize {
+        if self.wg {
+            wgk::stats_ctas(self.m)
+        } else {
+            self.tiles.div_ceil(self.tiles.min(GST_WARPS))
+        }
+    }
+
+    /// Rows of the statistics pass's partial sums.
+    fn stats_rows(&self) -> usize {
+        if self.wg {
+            wgk::stats_rows(self.m)
+        } else {
+            16 * self.tiles
+        }
     }
 
     /// The padded frames of a chunk of `n` and the frame ranges its
     /// statistics are split into.
     fn split(&self, sms: usize, n: usize) -> (usize, usize, usize) {
         let npad = n.div_ceil(SF) * SF;
-        let ctas_x = self.tiles.div_ceil(self.tiles.min(GST_WARPS));
-        let want = n.div_ceil(MAX_RANGE).max((4 * sms).div_ceil(ctas_x));
+        let want = n
+            .div_ceil(MAX_RANGE)
+            .max((4 * sms).div_ceil(self.stats_ctas()));
         let rf = n.div_ceil(want).div_ceil(SF) * SF;
         (npad, rf, n.div_ceil(rf))
     }
@@ -233,10 +273,10 @@ impl Estep16 {
         // zfrag16 / gll16 / gst16 of the same chunk (see the kernels).
         let zb = unsafe { stream.alloc::<u32>(npad * kp) }.map_err(&e)?;
         let zs = unsafe { stream.alloc::<u32>(npad * kp) }.map_err(&e)?;
-        let ll = stream
-            .alloc_zeros::<f32>(npad.div_ceil(LL_FRAMES) * LL_FRAMES)
-            .map_err(&e)?;
-        let wll = unsafe { stream.alloc::<f64>(npad.div_ceil(LL_FRAMES)) }.map_err(&e)?;
+        // Room for the CTAs of either first pass (gll16 or gllw).
+        let ll_frames = LL_FRAMES.max(wgk::LL_FRAMES);
+        let ll = stream.alloc_zeros::<f32>(npad + ll_frames).map_err(&e)?;
+        let wll = unsafe { stream.alloc::<f64>(npad.div_ceil(64)) }.map_err(&e)?;
         let partial = unsafe { stream.alloc::<f32>(partial.max(1)) }.map_err(&e)?;
         self.bufs = Some(Bufs {
             frames: npad,
@@ -273,119 +313,246 @@ impl Estep16 {
             .estep16
             .as_ref()
             .ok_or_else(|| Error::Engine("no FP16 E-step kernels for this model".into()))?;
+        let wg = match (self.wg, &kf.wg) {
+            (false, _) => None,
+            (true, Some(w)) => Some(w),
+            (true, None) => {
+                return Err(Error::Engine(
+                    "no wgmma E-step kernels for a model laid out for them".into(),
+                ))
+            }
+        };
         if n == 0 {
             return Ok(());
         }
         let s = &eng.stream;
-        let (kz, kp) = (self.kz, kp(self.dim));
-        let (ks16, nj) = (kp / 16, kp / 8);
-        let mpad = 16 * self.tiles;
-        let nw = self.tiles.min(GST_WARPS);
-        let ctas_x = self.tiles.div_ceil(nw);
-        let (npad, rf, ranges) = self.split(eng.multiprocessors(), n);
-        let (room, _, room_ranges) = self.split(eng.multiprocessors(), n.max(self.reserve));
-        self.ensure_bufs(s, room.max(npad), room_ranges.max(ranges) * mpad * kz)?;
-        // Exact powers of two (|e| <= 100 keeps them normal floats).
-        let pow = |x: i32| 2f64.powi(x) as f32;
-        let mut zmul = Scales([0.0; 104]);
-        let mut wmul = Scales([0.0; 104]);
-        let mut kmul = Scales([1.0; 104]);
-        for (i, &x) in exps.iter().enumerate() {
-            zmul.0[i] = pow(x);
-            wmul.0[i] = pow(-x);
-            kmul.0[i] = pow(-x - GSC_LOG2);
-        }
+        let sms = eng.multiprocessors();
+        let (npad, rf, ranges) = self.split(sms, n);
+        let (room, _, room_ranges) = self.split(sms, n.max(self.reserve));
+        let rows = self.stats_rows();
+        self.ensure_bufs(s, room.max(npad), room_ranges.max(ranges) * rows * self.kz)?;
+        let m = Multipliers::new(&exps);
         if self.wa_exp.as_ref() != Some(&exps) {
-            let threads = self.tiles * ks16 * 32;
-            let tiles = self.tiles as i32;
-            let mut lb = s.launch_builder(&kf.wfrag16);
-            lb.arg(&self.w32).arg(&tiles).arg(&wmul).arg(&mut self.wa);
-            // SAFETY: argument types and counts match the kernel.
-            unsafe { lb.launch(LaunchConfig::for_num_elems(threads as u32)) }
-                .map_err(driver_err("wfrag16"))?;
+            self.make_w(s, kf, wg, &m.w)?;
             self.wa_exp = Some(exps);
         }
         let b = self
             .bufs
             .as_mut()
             .ok_or_else(|| Error::Engine("E-step buffers missing".into()))?;
-        let (ni, tiles, mpad_i, mi) = (n as i32, self.tiles as i32, mpad as i32, self.m as i32);
-
-        let mut lb = s.launch_builder(&kf.zfrag16);
-        lb.arg(feats)
-            .arg(&ni)
-            .arg(&zmul)
-            .arg(&mut b.zb)
-            .arg(&mut b.zs);
-        let cfg = LaunchConfig {
-            grid_dim: ((npad / 16) as u32, 1, 1),
-            block_dim: ((32 * (2 * ks16 + nj)) as u32, 1, 1),
-            shared_mem_bytes: 0,
+        make_zb(s, kf, feats, n, npad, self.dim, &m.z, wg.is_none(), b)?;
+        let ll_ctas = match (wg, &self.wb) {
+            (Some(w), Some(wb)) => {
+                let kp = kp(self.dim);
+                w.make_z(s, feats, n, npad, kp, &m.z, &mut b.zs)?;
+                w.log_likes(s, &b.zb, n, self.m, wb, &self.gconst, &mut b.ll, &mut b.wll)?
+            }
+            _ => gll16(s, kf, b, n, &self.wa, &self.gconst, self.tiles)?,
         };
-        // SAFETY: as above.
-        unsafe { lb.launch(cfg) }.map_err(driver_err("zfrag16"))?;
-
-        let ll_ctas = n.div_ceil(LL_FRAMES);
-        let mut lb = s.launch_builder(&kf.gll16);
-        lb.arg(&b.zb)
-            .arg(&ni)
-            .arg(&self.wa)
-            .arg(&self.gconst)
-            .arg(&tiles)
-            .arg(&mut b.ll)
-            .arg(&mut b.wll);
-        let cfg = LaunchConfig {
-            grid_dim: (ll_ctas as u32, 1, 1),
-            block_dim: (128, 1, 1),
-            shared_mem_bytes: kf.smem_ll as u32,
-        };
-        // SAFETY: as above.
-        unsafe { lb.launch(cfg) }.map_err(driver_err("gll16"))?;
-
-        let nl = ll_ctas as i32;
-        let mut lb = s.launch_builder(&k.sum_f64);
-        lb.arg(&b.wll).arg(&nl).arg(&mut *total);
-        let cfg = LaunchConfig {
-            grid_dim: (1, 1, 1),
-            block_dim: (256, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        // SAFETY: as above.
-        unsafe { lb.launch(cfg) }.map_err(driver_err("sum_f64"))?;
-
-        let rfi = rf as i32;
-        let mut lb = s.launch_builder(&kf.gst16);
-        lb.arg(&b.zb)
-            .arg(&b.zs)
-            .arg(&b.ll)
-            .arg(&ni)
-            .arg(&rfi)
-            .arg(&self.wa)
-            .arg(&self.gconst)
-            .arg(&tiles)
-            .arg(&mut b.partial)
-            .arg(&mpad_i);
-        let cfg = LaunchConfig {
-            grid_dim: (ctas_x as u32, ranges as u32, 1),
-            block_dim: ((32 * nw) as u32, 1, 1),
-            shared_mem_bytes: kf.smem_st as u32,
-        };
-        // SAFETY: as above.
-        unsafe { lb.launch(cfg) }.map_err(driver_err("gst16"))?;
-
-        let rg = ranges as i32;
+        sum_lls(s, k, &b.wll, ll_ctas, total)?;
+        match wg {
+            Some(w) => w.stats(
+                s,
+                &b.zs,
+                &b.ll,
+                (n, rf, ranges),
+                self.m,
+                &self.wa,
+                &self.gconst,
+                &mut b.partial,
+            )?,
+            None => gst16(
+                s,
+                kf,
+                b,
+                (n, rf, ranges),
+                &self.wa,
+                &self.gconst,
+                self.tiles,
+            )?,
+        }
+        let (rg, mi, rows) = (ranges as i32, self.m as i32, rows as i32);
         let mut lb = s.launch_builder(&kf.reduce16);
         lb.arg(&b.partial)
             .arg(&rg)
             .arg(&mi)
-            .arg(&mpad_i)
-            .arg(&kmul)
+            .arg(&rows)
+            .arg(&m.k)
             .arg(&mut *acc64);
-        // SAFETY: as above.
-        unsafe { lb.launch(LaunchConfig::for_num_elems((self.m * kz) as u32)) }
+        // SAFETY: argument types and counts match the kernel.
+        unsafe { lb.launch(LaunchConfig::for_num_elems((self.m * self.kz) as u32)) }
             .map_err(driver_err("reduce16"))?;
         Ok(())
     }
+
+    /// W' of the chunk's exponents: gst16's (and gstw's) A fragments, and
+    /// with `wg` gllw's tiles.
+    fn make_w(
+        &mut self,
+        s: &Arc<CudaStream>,
+        kf: &super::Estep16Kernels,
+        wg: Option<&wgk::WgKernels>,
+        wmul: &Scales,
+    ) -> Result<()> {
+        let kp = kp(self.dim);
+        let threads = self.tiles * (kp / 16) * 32;
+        let tiles = self.tiles as i32;
+        let mut lb = s.launch_builder(&kf.wfrag16);
+        lb.arg(&self.w32).arg(&tiles).arg(wmul).arg(&mut self.wa);
+        // SAFETY: argument types and counts match the kernel.
+        unsafe { lb.launch(LaunchConfig::for_num_elems(threads as u32)) }
+            .map_err(driver_err("wfrag16"))?;
+        if let (Some(w), Some(wb)) = (wg, self.wb.as_mut()) {
+            w.make_w(s, &self.w32, self.m, kp, wmul, wb)?;
+        }
+        Ok(())
+    }
+}
+
+/// A chunk's per-row multipliers: z'_k = 2^e_k z_k, w'_k = 2^−e_k w_k, and
+/// the statistics' 2^−(e_k + 12) (exact powers of two: |e| <= 100 keeps
+/// them normal floats).
+struct Multipliers {
+    z: Scales,
+    w: Scales,
+    k: Scales,
+}
+
+impl Multipliers {
+    fn new(exps: &[i32]) -> Self {
+        let pow = |x: i32| 2f64.powi(x) as f32;
+        let mut m = Multipliers {
+            z: Scales([0.0; 104]),
+            w: Scales([0.0; 104]),
+            k: Scales([1.0; 104]),
+        };
+        for (i, &x) in exps.iter().enumerate() {
+            m.z.0[i] = pow(x);
+            m.w.0[i] = pow(-x);
+            m.k.0[i] = pow(-x - GSC_LOG2);
+        }
+        m
+    }
+}
+
+/// zfrag16: the chunk's z' fragments in `zb` (gll16's and gllw's), and in
+/// `zs` (gst16's) where `zs` is asked for.
+#[allow(clippy::too_many_arguments)]
+fn make_zb(
+    s: &CudaStream,
+    kf: &super::Estep16Kernels,
+    feats: &CudaView<'_, f32>,
+    n: usize,
+    npad: usize,
+    dim: usize,
+    zmul: &Scales,
+    zs: bool,
+    b: &mut Bufs,
+) -> Result<()> {
+    let kp = kp(dim);
+    let (ks16, nj) = (kp / 16, kp / 8);
+    let ni = n as i32;
+    let mut lb = s.launch_builder(&kf.zfrag16);
+    lb.arg(feats)
+        .arg(&ni)
+        .arg(zmul)
+        .arg(&mut b.zb)
+        .arg(&mut b.zs);
+    // The warps past 2·KS16 write zs: left out when it is not asked for.
+    let warps = 2 * ks16 + if zs { nj } else { 0 };
+    let cfg = LaunchConfig {
+        grid_dim: ((npad / 16) as u32, 1, 1),
+        block_dim: ((32 * warps) as u32, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: argument types and counts match the kernel.
+    unsafe { lb.launch(cfg) }.map_err(driver_err("zfrag16"))?;
+    Ok(())
+}
+
+/// Pass 1 on mma.sync (gll16); returns its CTAs.
+fn gll16(
+    s: &CudaStream,
+    kf: &super::Estep16Kernels,
+    b: &mut Bufs,
+    n: usize,
+    wa: &CudaSlice<u32>,
+    gconst: &CudaSlice<f32>,
+    tiles: usize,
+) -> Result<usize> {
+    let ctas = n.div_ceil(LL_FRAMES);
+    let (ni, tiles) = (n as i32, tiles as i32);
+    let mut lb = s.launch_builder(&kf.gll16);
+    lb.arg(&b.zb)
+        .arg(&ni)
+        .arg(wa)
+        .arg(gconst)
+        .arg(&tiles)
+        .arg(&mut b.ll)
+        .arg(&mut b.wll);
+    let cfg = LaunchConfig {
+        grid_dim: (ctas as u32, 1, 1),
+        block_dim: (128, 1, 1),
+        shared_mem_bytes: kf.smem_ll as u32,
+    };
+    // SAFETY: argument types and counts match the kernel.
+    unsafe { lb.launch(cfg) }.map_err(driver_err("gll16"))?;
+    Ok(ctas)
+}
+
+/// Σ L of the chunk: the first pass's per-CTA sums added to `total`.
+fn sum_lls(
+    s: &CudaStream,
+    k: &Kernels,
+    wll: &CudaSlice<f64>,
+    ctas: usize,
+    total: &mut CudaSlice<f64>,
+) -> Result<()> {
+    let nl = ctas as i32;
+    let mut lb = s.launch_builder(&k.sum_f64);
+    lb.arg(wll).arg(&nl).arg(total);
+    let cfg = LaunchConfig {
+        grid_dim: (1, 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: argument types and counts match the kernel.
+    unsafe { lb.launch(cfg) }.map_err(driver_err("sum_f64"))?;
+    Ok(())
+}
+
+/// Pass 2 on mma.sync (gst16) into `b.partial`.
+fn gst16(
+    s: &CudaStream,
+    kf: &super::Estep16Kernels,
+    b: &mut Bufs,
+    (n, rf, ranges): (usize, usize, usize),
+    wa: &CudaSlice<u32>,
+    gconst: &CudaSlice<f32>,
+    tiles: usize,
+) -> Result<()> {
+    let nw = tiles.min(GST_WARPS);
+    let ctas_x = tiles.div_ceil(nw);
+    let (ni, rfi, ti, mpad) = (n as i32, rf as i32, tiles as i32, (16 * tiles) as i32);
+    let mut lb = s.launch_builder(&kf.gst16);
+    lb.arg(&b.zb)
+        .arg(&b.zs)
+        .arg(&b.ll)
+        .arg(&ni)
+        .arg(&rfi)
+        .arg(wa)
+        .arg(gconst)
+        .arg(&ti)
+        .arg(&mut b.partial)
+        .arg(&mpad);
+    let cfg = LaunchConfig {
+        grid_dim: (ctas_x as u32, ranges as u32, 1),
+        block_dim: ((32 * nw) as u32, 1, 1),
+        shared_mem_bytes: kf.smem_st as u32,
+    };
+    // SAFETY: argument types and counts match the kernel.
+    unsafe { lb.launch(cfg) }.map_err(driver_err("gst16"))?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@
 pub mod claims;
 pub mod compile;
 pub mod estep16;
+pub mod estep16_wg;
 pub mod estep_full;
 pub mod gselect;
 pub mod gselect_plan;
@@ -73,6 +74,9 @@ pub(crate) struct Estep16Kernels {
     pub reduce16: CudaFunction,
     pub smem_ll: usize,
     pub smem_st: usize,
+    /// The kernels on wgmma (`shape.wg`): they then take gll16's and
+    /// gst16's places.
+    pub wg: Option<estep16_wg::WgKernels>,
 }
 
 /// The kernels of `kernels/estep_fullcov.cu` and their dynamic shared memory.
@@ -371,6 +375,11 @@ impl CudaEngine {
                     reduce16: f("reduce16")?,
                     smem_ll,
                     smem_st,
+                    wg: if shape.wg {
+                        Some(estep16_wg::WgKernels::load(&f, shape.dim)?)
+                    } else {
+                        None
+                    },
                 })
             } else {
                 None
@@ -403,7 +412,14 @@ impl CudaEngine {
                 .map_err(driver_err("shared memory size"))?;
         }
         if let Some(e) = &k.estep16 {
-            for (func, bytes) in [(&e.gll16, e.smem_ll), (&e.gst16, e.smem_st)] {
+            let wg =
+                e.wg.as_ref()
+                    .into_iter()
+                    .flat_map(|w| [(&w.gllw, w.smem_ll), (&w.gstw, w.smem_st)]);
+            for (func, bytes) in [(&e.gll16, e.smem_ll), (&e.gst16, e.smem_st)]
+                .into_iter()
+                .chain(wg)
+            {
                 func.set_attribute(MAX_DYN, bytes as i32)
                     .map_err(driver_err("shared memory size"))?;
             }

@@ -241,10 +241,15 @@ fn weights_row(model: &AcousticModel, state: usize, g: usize, out: &mut [f32]) {
 }
 
 /// State 0 of `model` laid out for the FP16 E-step, uploaded on `stream`.
-fn make_e16(stream: &Arc<CudaStream>, model: &AcousticModel) -> Result<Estep16> {
-    Estep16::new(stream, model.dim, model.states[0].gconsts.len(), |g, r| {
-        weights_row(model, 0, g, r)
-    })
+/// `wg`: for the wgmma kernels (`KernelShape::wg`).
+fn make_e16(stream: &Arc<CudaStream>, model: &AcousticModel, wg: bool) -> Result<Estep16> {
+    Estep16::new(
+        stream,
+        model.dim,
+        model.states[0].gconsts.len(),
+        wg,
+        |g, r| weights_row(model, 0, g, r),
+    )
 }
 
 /// [`weights_row`] in the block-scoring kernels' z order `order`
@@ -643,7 +648,7 @@ impl<'e> CudaModel<'e> {
             return Ok(());
         }
         let _t = crate::timeline::Tally::start("model_upload");
-        self.e16 = Some(make_e16(&self.eng.stream, &self.model)?);
+        self.e16 = Some(make_e16(&self.eng.stream, &self.model, self.k.shape.wg)?);
         Ok(())
     }
 
@@ -655,10 +660,11 @@ impl<'e> CudaModel<'e> {
     fn start_making_e16(&mut self, room: usize) -> Result<()> {
         let (stream, model) = (self.eng.stream.clone(), self.model.clone());
         let sms = self.eng.multiprocessors();
+        let wg = self.k.shape.wg;
         let thread = std::thread::Builder::new()
             .name("amtool-e16".into())
             .spawn(move || {
-                let mut e = make_e16(&stream, &model)?;
+                let mut e = make_e16(&stream, &model, wg)?;
                 e.reserve(room);
                 e.make_room(&stream, sms)?;
                 Ok(e)
