@@ -499,6 +499,19 @@ fn source_for(shape: &KernelShape) -> String {
 
 /// NVRTC: `src` to a CUBIN for `arch` (`sm_XY`).
 fn compile_cubin(src: &str, arch: &str) -> Result<Vec<u8>> {
+    // AMTOOL_NVRTC_VERBOSE=1 prints ptxas's registers, spills and shared
+    // memory of every kernel (no device needed: see the NVRTC compile test).
+    let verbose = std::env::var("AMTOOL_NVRTC_VERBOSE").is_ok_and(|v| v == "1");
+    let (bin, log) = compile_with_log(src, arch, verbose)?;
+    if verbose {
+        eprintln!("{log}");
+    }
+    Ok(bin)
+}
+
+/// NVRTC: `src` to a CUBIN for `arch`, and the compiler's log (with
+/// ptxas's report of every kernel where `ptxas_info`).
+fn compile_with_log(src: &str, arch: &str, ptxas_info: bool) -> Result<(Vec<u8>, String)> {
     use cudarc::nvrtc::{result, sys};
     // SAFETY: only tries to dlopen the library.
     if !unsafe { sys::is_culib_present() } {
@@ -513,36 +526,27 @@ fn compile_cubin(src: &str, arch: &str) -> Result<Vec<u8>> {
     };
     let csrc = std::ffi::CString::new(src).map_err(|e| fail("source", &e))?;
     let prog = result::create_program(&csrc, None).map_err(|e| fail("create", &e))?;
-    // AMTOOL_NVRTC_VERBOSE=1 prints ptxas's registers, spills and shared
-    // memory of every kernel (no device needed: see the NVRTC compile test).
-    let verbose = std::env::var("AMTOOL_NVRTC_VERBOSE").is_ok_and(|v| v == "1");
     let mut opts = vec![
         format!("--gpu-architecture={arch}"),
         "--std=c++17".to_string(),
     ];
-    if verbose {
+    if ptxas_info {
         opts.push("--ptxas-options=-v".to_string());
     }
     // SAFETY: `prog` is alive until destroyed at the end; the out-buffers
     // are sized by the size calls.
     let out = unsafe {
-        let r = match result::compile_program(prog, &opts) {
-            Err(e) => {
-                let log = result::get_program_log(prog)
-                    .map(|l| {
-                        std::ffi::CStr::from_ptr(l.as_ptr())
-                            .to_string_lossy()
-                            .into_owned()
-                    })
-                    .unwrap_or_default();
-                Err(fail("compile", &format!("{e:?}\n{log}")))
-            }
+        let compiled = result::compile_program(prog, &opts);
+        let log = result::get_program_log(prog)
+            .map(|l| {
+                std::ffi::CStr::from_ptr(l.as_ptr())
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .unwrap_or_default();
+        let r = match compiled {
+            Err(e) => Err(fail("compile", &format!("{e:?}\n{log}"))),
             Ok(()) => {
-                if verbose {
-                    if let Ok(l) = result::get_program_log(prog) {
-                        eprintln!("{}", std::ffi::CStr::from_ptr(l.as_ptr()).to_string_lossy());
-                    }
-                }
                 let mut size = 0usize;
                 let r = sys::nvrtcGetCUBINSize(prog, &mut size);
                 if r != sys::nvrtcResult::NVRTC_SUCCESS {
@@ -551,7 +555,7 @@ fn compile_cubin(src: &str, arch: &str) -> Result<Vec<u8>> {
                     let mut bin = vec![0u8; size];
                     let r = sys::nvrtcGetCUBIN(prog, bin.as_mut_ptr().cast());
                     if r == sys::nvrtcResult::NVRTC_SUCCESS {
-                        Ok(bin)
+                        Ok((bin, log))
                     } else {
                         Err(fail("CUBIN", &r))
                     }
@@ -599,6 +603,11 @@ mod tests {
             (60, CovKind::Full, (7, 5), "0", 64),
             (39, CovKind::Diagonal, (9, 0), "", 64),
             (40, CovKind::Diagonal, (9, 0), "", 32),
+            // The FP16 E-step on wgmma (sm_90a) at its smallest and largest
+            // z, and on mma.sync (nowg) at the benchmark's.
+            (1, CovKind::Diagonal, (9, 0), "", 2048),
+            (48, CovKind::Diagonal, (9, 0), "", 2048),
+            (40, CovKind::Diagonal, (9, 0), "nowg", 2048),
             // The lane statistics kernel (GB = 32, D <= LANE_STATS_MAX_DIM):
             // the smallest z, the benchmark's, the largest it takes, and
             // the first D that keeps the tiled kernel at GB = 32.
@@ -627,7 +636,15 @@ mod tests {
             let src = source_for(shape);
             let arch = arch_for(shape, cc);
             let t = std::time::Instant::now();
-            let bin = compile_cubin(&src, &arch).unwrap_or_else(|e| panic!("{shape:?}: {e}"));
+            let (bin, log) =
+                compile_with_log(&src, &arch, true).unwrap_or_else(|e| panic!("{shape:?}: {e}"));
+            // ptxas serialises wgmmas it cannot keep in flight (too few
+            // registers, accumulators read inside the async window): the
+            // kernels then run at mma.sync's pace or slower.
+            assert!(
+                !log.contains("serialized"),
+                "{shape:?} {arch}: wgmma serialised:\n{log}"
+            );
             eprintln!(
                 "D={d} {kind:?} GB={} SW={} LQ={} {arch}: {} bytes in {:.1} s",
                 shape.gb,

@@ -201,3 +201,40 @@ pub fn stats_ctas(m: usize) -> usize {
 pub fn stats_rows(m: usize) -> usize {
     64 * m.div_ceil(64).max(1)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_are_whole_stages_and_whole_warpgroups() {
+        for m in [1, 31, 32, 64, 127, 128, 129, 300, 2048] {
+            let r = rows(m);
+            assert!(r >= m && r % LL_STAGE == 0 && r % 64 == 0, "m = {m}: {r}");
+            assert!(r >= stats_rows(m), "m = {m}");
+            assert_eq!(ll_tiles(m) * LL_TILE, r);
+        }
+        assert_eq!(rows(2048), 2048);
+        assert_eq!(stats_rows(2048), 2048);
+        assert_eq!(stats_ctas(2048), 2048 / 64 / ST_GROUPS);
+    }
+
+    #[test]
+    fn shared_memory_fits_an_sm() {
+        // D = 40: three stages of 128 Gaussians × 80 values × 4 bytes (+
+        // gconsts); three stages of 64 frames × 80 × 4 (+ L).
+        assert_eq!(smem(40), (124_416, 62_208));
+        // 227 KB a CTA at most on compute capability 9.0; one CTA an SM.
+        for d in (1..=64).filter(|&d| super::super::estep16::fits(d)) {
+            let (ll, st) = smem(d);
+            assert!(ll <= 227 * 1024 && st <= 227 * 1024, "D = {d}");
+        }
+    }
+
+    #[test]
+    fn prelude_names_both_kernels_warpgroups() {
+        let p = prelude();
+        assert!(p.contains(&format!("#define WGN {LL_GROUPS}\n")));
+        assert!(p.contains(&format!("#define GWG {ST_GROUPS}\n")));
+    }
+}
