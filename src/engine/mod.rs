@@ -394,6 +394,14 @@ pub trait LoadedModel: Send {
     fn last_kernel_seconds(&self) -> Option<f64> {
         None
     }
+
+    /// Device time of the kernels of the batches collected apart
+    /// ([`collect_apart`](Self::collect_apart)) since the last call of this,
+    /// which starts the count again; `None` where
+    /// [`last_kernel_seconds`](Self::last_kernel_seconds) is.
+    fn take_apart_kernel_seconds(&mut self) -> Option<f64> {
+        None
+    }
 }
 
 /// Kaldi's `--use-gpu` option.

@@ -371,6 +371,10 @@ pub struct MultiModel<'e> {
     /// Whether the devices were made ready for statistics
     /// ([`LoadedModel::prepare_statistics`]).
     prepared: bool,
+    /// The kernel time of the statistics settled last: the longest of the
+    /// devices' (each device's summed over its batches), where every
+    /// device times its kernels.
+    last_kernels: Option<f64>,
 }
 
 /// `rows` cut into at most `parts` contiguous ranges of about equal size,
@@ -487,6 +491,7 @@ impl<'e> MultiModel<'e> {
             flight: VecDeque::new(),
             like: 0.0,
             prepared: false,
+            last_kernels: None,
         }
     }
 
@@ -503,6 +508,16 @@ impl<'e> MultiModel<'e> {
             .iter_mut()
             .map(|p| move || p.prepare_statistics(targets));
         on_threads(jobs).into_iter().collect()
+    }
+
+    /// Notes the kernel time of a scoring call on the first `used` devices
+    /// (the longest of theirs) and passes its result `r` on.
+    fn scored_on(&mut self, used: usize, r: Result<()>) -> Result<()> {
+        self.last_kernels = self.parts[..used]
+            .iter()
+            .map(|p| p.last_kernel_seconds())
+            .try_fold(0f64, |longest, k| Some(longest.max(k?)));
+        r
     }
 
     /// Holds a batch for its device (`batch.part`, the next one) and sends
@@ -744,11 +759,14 @@ impl LoadedModel for MultiModel<'_> {
         let ranges = part_ranges(rows.clone(), self.parts.len(), self.min_part_rows);
         if ranges.len() == 1 || out.len() != rows.len() * ns || rows.end > feats.frames {
             // One device, or a call its engine refuses with its own message.
-            return self.parts[0].state_loglikes_rows(feats, rows, out);
+            let r = self.parts[0].state_loglikes_rows(feats, rows, out);
+            return self.scored_on(1, r);
         }
-        each_part(&mut self.parts, ranges, out, ns, |p, r, o| {
+        let used = ranges.len();
+        let r = each_part(&mut self.parts, ranges, out, ns, |p, r, o| {
             p.state_loglikes_rows(feats, r, o)
-        })
+        });
+        self.scored_on(used, r)
     }
 
     fn component_loglikes(
@@ -759,12 +777,14 @@ impl LoadedModel for MultiModel<'_> {
     ) -> Result<()> {
         let ranges = part_ranges(0..feats.frames, self.parts.len(), self.min_part_rows);
         if ranges.len() == 1 || out.len() % feats.frames.max(1) != 0 {
-            return self.parts[0].component_loglikes(state, feats, out);
+            let r = self.parts[0].component_loglikes(state, feats, out);
+            return self.scored_on(1, r);
         }
-        let comps = out.len() / feats.frames;
-        each_part(&mut self.parts, ranges, out, comps, |p, r, o| {
+        let (comps, used) = (out.len() / feats.frames, ranges.len());
+        let r = each_part(&mut self.parts, ranges, out, comps, |p, r, o| {
             p.component_loglikes(state, feats.rows(r)?, o)
-        })
+        });
+        self.scored_on(used, r)
     }
 
     fn accumulate(
@@ -852,7 +872,20 @@ impl LoadedModel for MultiModel<'_> {
         while !self.flight.is_empty() {
             self.receive(acc)?;
         }
+        self.last_kernels = self
+            .parts
+            .iter_mut()
+            .map(|p| p.take_apart_kernel_seconds())
+            .try_fold(0f64, |longest, k| Some(longest.max(k?)));
         Ok(std::mem::take(&mut self.like))
+    }
+
+    /// The devices compute at once: the kernel time of a call's statistics
+    /// is the longest of the devices' kernel times (each the sum of its
+    /// batches' kernels, host-device copies excluded), as one device's is
+    /// the sum of its kernels.
+    fn last_kernel_seconds(&self) -> Option<f64> {
+        self.last_kernels
     }
 }
 
@@ -1330,6 +1363,35 @@ mod tests {
             .step_by(2)
             .chain(batches.iter().skip(1).step_by(2)));
         assert_ne!(forward, dealt);
+    }
+
+    /// A call's kernel time on several devices is the longest device's
+    /// (its batches' kernels summed), as one device's is its kernels' sum;
+    /// none where a device does not time its kernels.
+    #[test]
+    fn kernel_time_is_the_longest_devices() {
+        use crate::engine::test_engines::SECONDS_A_FRAME;
+        let mut rng = Rng::new(21);
+        let model = random::model(&mut rng, &[3], 2, CovKind::Diagonal);
+        let frames = 2 * PIECE_FRAMES + 1234;
+        let data = random::features(&mut rng, frames, 2);
+        let kernels = |engine: &MultiEngine| {
+            let mut lm = engine.load(&model).unwrap();
+            let mut acc = ModelAccumulators::zeros(&model, UpdateFlags::default());
+            lm.accumulate(FrameBatch::new(&data, 2), FrameTargets::Global, &mut acc)
+                .unwrap();
+            let first = lm.last_kernel_seconds();
+            // A second call counts its own batches only.
+            let half = FrameBatch::new(&data[..2 * 1000], 2);
+            lm.accumulate(half, FrameTargets::Global, &mut acc).unwrap();
+            (first, lm.last_kernel_seconds())
+        };
+        let secs = |f: usize| Some(f as f64 * SECONDS_A_FRAME);
+        assert_eq!(kernels(&keeping_parts(1)), (secs(frames), secs(1000)));
+        // Pieces 0 and 2 on device 0, piece 1 on device 1.
+        let longest = secs(PIECE_FRAMES + 1234);
+        assert_eq!(kernels(&keeping_parts(2)), (longest, secs(1000)));
+        assert_eq!(kernels(&cpu_parts(2)), (None, None));
     }
 
     #[test]

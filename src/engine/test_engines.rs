@@ -81,8 +81,14 @@ struct GpuLikeModel<'e> {
     path: Path,
     ready: Option<Arc<AtomicBool>>,
     dim: usize,
-    kept: VecDeque<ModelAccumulators>,
+    /// Batches kept, and their frames.
+    kept: VecDeque<(ModelAccumulators, usize)>,
+    /// Frames of the batches collected since the kernel time was last taken.
+    collected: usize,
 }
+
+/// The keeping path's pretend kernel time: a microsecond a frame.
+pub const SECONDS_A_FRAME: f64 = 1e-6;
 
 impl Engine for GpuLike {
     fn name(&self) -> &'static str {
@@ -101,6 +107,7 @@ impl Engine for GpuLike {
             ready: self.ready.clone(),
             dim: model.dim,
             kept: VecDeque::new(),
+            collected: 0,
         }))
     }
 }
@@ -141,16 +148,21 @@ impl LoadedModel for GpuLikeModel<'_> {
         if self.path != Path::Keeping {
             return Ok(s);
         }
-        self.kept.extend(s);
+        self.kept.extend(s.map(|s| (s, feats.frames)));
         Ok(None)
     }
     fn collect_apart(&mut self, acc: &mut ModelAccumulators) -> Result<f64> {
-        let s = self
+        let (s, frames) = self
             .kept
             .pop_front()
             .ok_or_else(|| Error::Engine("none kept".into()))?;
         acc.add(&s);
+        self.collected += frames;
         Ok(s.total_like)
+    }
+    fn take_apart_kernel_seconds(&mut self) -> Option<f64> {
+        let frames = std::mem::take(&mut self.collected);
+        (self.path == Path::Keeping).then_some(frames as f64 * SECONDS_A_FRAME)
     }
     fn host_frames(&mut self, floats: usize) -> Result<HostFrames> {
         if self.path != Path::Lending {

@@ -177,6 +177,9 @@ pub struct CudaModel<'e> {
     /// The end of the kernels of the batch collected last, while more are
     /// in flight (for the idle time `amtool bench` reports).
     apart_end: Option<CudaEvent>,
+    /// Kernel seconds of the batches collected apart since
+    /// `take_apart_kernel_seconds` last took them.
+    apart_kernels: f64,
     /// The device's clock for `AMTOOL_BATCH_TRACE` (made on first use).
     batch_clock: Option<batch_trace::DeviceClock>,
     /// State 0 laid out for the FP16 E-step (global statistics).
@@ -335,6 +338,7 @@ impl<'e> CudaModel<'e> {
             lent: VecDeque::new(),
             apart: VecDeque::new(),
             apart_end: None,
+            apart_kernels: 0.0,
             batch_clock: None,
             e16: None,
             e16_making: None,
@@ -1741,6 +1745,10 @@ impl LoadedModel for CudaModel<'_> {
 
     fn collect_apart(&mut self, acc: &mut ModelAccumulators) -> Result<f64> {
         self.collect_apart_sums(acc)
+    }
+
+    fn take_apart_kernel_seconds(&mut self) -> Option<f64> {
+        Some(std::mem::take(&mut self.apart_kernels))
     }
 
     fn settle(&mut self, acc: &mut ModelAccumulators) -> Result<f64> {

@@ -140,8 +140,8 @@ impl CudaModel<'_> {
 }
 
 impl CudaModel<'_> {
-    /// While tallies are on (`amtool bench`), adds a collected batch's
-    /// kernel time to `gpu_kernels` and the time its device was idle since
+    /// Adds a collected batch's kernel time to `apart_kernels` and, while
+    /// tallies are on (`amtool bench`), to `gpu_kernels`, and the time its device was idle since
     /// the kernels of the batch collected before it to `gpu_idle` (not the
     /// idle time before a run's first batch: the gap is taken only while
     /// batches follow one another).
@@ -157,6 +157,7 @@ impl CudaModel<'_> {
         }
         let kernels: f64 = timers.iter().filter_map(|(a, b)| ms(a, b).ok()).sum();
         crate::timeline::add("gpu_kernels", kernels);
+        self.apart_kernels += kernels;
         self.apart_end = match self.apart.is_empty() {
             true => None,
             false => timers.into_iter().last().map(|(_, b)| b),
