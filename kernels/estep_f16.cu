@@ -316,6 +316,29 @@ __device__ __forceinline__ void issue_fstage(uint4* smem, const uint4* __restric
     cp_commit();
 }
 
+// A warp's partial sums of Gaussian tile mt into its range's rows of
+// `partial` (see gst16): S[j][i] in the C layout of n8 block j (rows g and
+// g + 8, columns 2t and 2t + 1), occ the rows' Σ γ (lane t = 0 writes it).
+__device__ __forceinline__ void put_partial(float* __restrict__ partial, int mpad, int mt, int g, int t,
+                                            const float (&S)[NJ][4], const float (&occ)[2]) {
+    float* p0 = partial + ((u64)blockIdx.y * mpad + 16 * mt + g) * KZ;
+    float* p1 = p0 + 8 * KZ;
+#pragma unroll
+    for (int j = 0; j < NJ; ++j)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+            const int k = 8 * j + 2 * t + c;
+            if (k < 2 * D) {
+                p0[k] = S[j][c];
+                p1[k] = S[j][c + 2];
+            }
+        }
+    if (t == 0) {
+        p0[KZ - 1] = occ[0];
+        p1[KZ - 1] = occ[1];
+    }
+}
+
 // Pass 2. Grid: (ceil(tiles / warps), ranges of rf frames, rf a multiple of
 // SF); blockDim 32 * warps; warp w owns Gaussian tile blockIdx.x*warps + w.
 // partial[range][Mpad][KZ]: Σ GSC·γ·z' (k < 2D) and Σ γ (k = KZ − 1).
@@ -414,22 +437,7 @@ extern "C" __global__ void __launch_bounds__(32 * GSTW, 2) gst16(const uint4* __
         occ[1] += __shfl_xor_sync(0xffffffffu, occ[1], off);
     }
     if (!active) return;
-    float* p0 = partial + ((u64)blockIdx.y * mpad + 16 * mt + g) * KZ;
-    float* p1 = p0 + 8 * KZ;
-#pragma unroll
-    for (int j = 0; j < NJ; ++j)
-#pragma unroll
-        for (int c = 0; c < 2; ++c) {
-            const int k = 8 * j + 2 * t + c;
-            if (k < 2 * D) {
-                p0[k] = S[j][c];
-                p1[k] = S[j][c + 2];
-            }
-        }
-    if (t == 0) {
-        p0[KZ - 1] = occ[0];
-        p1[KZ - 1] = occ[1];
-    }
+    put_partial(partial, mpad, mt, g, t, S, occ);
 }
 
 // acc[g*KZ + k] += kmul.v[k] · Σ_r partial[r][g][k] (f64, range order) for

@@ -63,14 +63,10 @@ __device__ __forceinline__ void wg_wait() {
     asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
 // Keeps the compiler from moving the accumulators across the async window.
-__device__ __forceinline__ void wg_hold(float (&d)[GT / 2]) {
+template <int N>
+__device__ __forceinline__ void wg_hold(float (&d)[N]) {
 #pragma unroll
-    for (int i = 0; i < GT / 2; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
-
-__device__ __forceinline__ void wg_hold8(float (&d)[8]) {
-#pragma unroll
-    for (int i = 0; i < 8; ++i) asm volatile("" : "+f"(d[i])::"memory");
+    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
 // A tile's two accumulators: hi·hi (b) and lo·hi + hi·lo (s), as Acc3.
@@ -354,8 +350,8 @@ extern "C" __global__ void __launch_bounds__(128 * GWG, 1) gstw(const uint4* __r
             float cb[8], cs[8];
             gw_scores(cb, cs, ah, al, zk + 2 * step * ZWU);
             wg_wait<0>();
-            wg_hold8(cb);
-            wg_hold8(cs);
+            wg_hold(cb);
+            wg_hold(cs);
             // γ in the C layout: (j, i) = Gaussian g (+8 for i >= 2), frame
             // 8j + 2t + (i & 1) of this step. Frames past T have L = +inf.
             float gm[2][4];
@@ -382,11 +378,9 @@ extern "C" __global__ void __launch_bounds__(128 * GWG, 1) gstw(const uint4* __r
             wg_commit();
         }
         wg_wait<0>();
+        wg_hold(acc);
 #pragma unroll
-        for (int i = 0; i < KP / 2; ++i) {
-            asm volatile("" : "+f"(acc[i])::"memory");
-            S[i] += acc[i];
-        }
+        for (int i = 0; i < KP / 2; ++i) S[i] += acc[i];
         __syncthreads();
     }
 #pragma unroll
@@ -395,22 +389,8 @@ extern "C" __global__ void __launch_bounds__(128 * GWG, 1) gstw(const uint4* __r
         occ[1] += __shfl_xor_sync(0xffffffffu, occ[1], off);
     }
     if (!active) return;
-    float* p0 = partial + ((u64)blockIdx.y * mpad + 16 * mt + g) * KZ;
-    float* p1 = p0 + 8 * KZ;
-#pragma unroll
-    for (int j = 0; j < KP / 8; ++j)
-#pragma unroll
-        for (int c = 0; c < 2; ++c) {
-            const int k = 8 * j + 2 * t + c;
-            if (k < 2 * D) {
-                p0[k] = S[4 * j + c];
-                p1[k] = S[4 * j + c + 2];
-            }
-        }
-    if (t == 0) {
-        p0[KZ - 1] = occ[0];
-        p1[KZ - 1] = occ[1];
-    }
+    // S[4j + i] is gst16's S[j][i] (KP / 8 = NJ blocks of n8).
+    put_partial(partial, mpad, mt, g, t, reinterpret_cast<const float(&)[NJ][4]>(S), occ);
 }
 
 // gll16's work (see there: ll[t] = L_t, +inf for the padding frames up to the

@@ -645,6 +645,9 @@ mod tests {
                 !log.contains("serialized"),
                 "{shape:?} {arch}: wgmma serialised:\n{log}"
             );
+            if std::env::var("AMTOOL_NVRTC_VERBOSE").is_ok_and(|v| v == "1") {
+                eprintln!("{log}");
+            }
             eprintln!(
                 "D={d} {kind:?} GB={} SW={} LQ={} {arch}: {} bytes in {:.1} s",
                 shape.gb,

@@ -126,9 +126,6 @@ pub struct Estep16 {
     /// Tiles of 16 Gaussians with W' fragments (`wa`): gst16's, or the
     /// 16-Gaussian quarters of gstw's warpgroups.
     tiles: usize,
-    /// Whether the wgmma kernels run this model ([`super::estep16_wg`]),
-    /// with W' (`wb`) in `gllw`'s tiles.
-    wg: bool,
     /// W (k < 2D, zero-padded to KP) row-major per padded Gaussian.
     w32: CudaSlice<f32>,
     /// gconst per padded Gaussian (−1e30 for padding: exp gives 0).
@@ -137,7 +134,8 @@ pub struct Estep16 {
     wmax: Vec<f32>,
     /// W' fragments and the exponents they were made with.
     wa: CudaSlice<u32>,
-    /// W' in `gllw`'s tiles (with `wg`).
+    /// W' in `gllw`'s tiles: present where the wgmma kernels run this
+    /// model ([`super::estep16_wg`]).
     wb: Option<CudaSlice<u32>>,
     wa_exp: Option<Vec<i32>>,
     bufs: Option<Bufs>,
@@ -183,7 +181,6 @@ impl Estep16 {
             kz: 2 * d + 1,
             m,
             tiles,
-            wg,
             w32: stream.clone_htod(&w32).map_err(&e)?,
             gconst: stream.clone_htod(&gconst).map_err(&e)?,
             wmax,
@@ -214,9 +211,14 @@ impl Estep16 {
         self.ensure_bufs(stream, npad, ranges * self.stats_rows() * self.kz)
     }
 
+    /// Whether the wgmma kernels run this model.
+    fn wg(&self) -> bool {
+        self.wb.is_some()
+    }
+
     /// CTAs of the statistics pass over the Gaussians of one range.
     fn stats_ctas(&self) -> usize {
-        if self.wg {
+        if self.wg() {
             wgk::stats_ctas(self.m)
         } else {
             self.tiles.div_ceil(self.tiles.min(GST_WARPS))
@@ -225,7 +227,7 @@ impl Estep16 {
 
     /// Rows of the statistics pass's partial sums.
     fn stats_rows(&self) -> usize {
-        if self.wg {
+        if self.wg() {
             wgk::stats_rows(self.m)
         } else {
             16 * self.tiles
@@ -313,7 +315,7 @@ impl Estep16 {
             .estep16
             .as_ref()
             .ok_or_else(|| Error::Engine("no FP16 E-step kernels for this model".into()))?;
-        let wg = match (self.wg, &kf.wg) {
+        let wg = match (self.wg(), &kf.wg) {
             (false, _) => None,
             (true, Some(w)) => Some(w),
             (true, None) => {
