@@ -14,8 +14,8 @@
 // 27.9 ms with gll16/gst16, 25.1 with gllw, 19.8 with gllw and gstw.
 //
 // gllw's layout. A (frames × k) comes from registers: warp w of a
-// warpgroup holds rows 16w..16w+15, whose fragments are zb's two B
-// fragments of 8 frames (zfrag16) in another order. B (k × Gaussians) is
+// warpgroup holds rows 16w..16w+15, whose fragments it reads from z' in
+// gstw's layout (zw, made by zfragw; zfrag16 does not run). B (k × Gaussians) is
 // read by the tensor cores from shared memory as "core matrices" of 8
 // Gaussians × 8 k (16 bytes a row, 128 bytes each, no swizzle): a tile of GT
 // Gaussians holds, for hi then lo, core matrix (n8 block i, k8 block c) at
@@ -399,7 +399,7 @@ extern "C" __global__ void __launch_bounds__(128 * GWG, 1) gstw(const uint4* __r
 // Gaussian tiles of GT (a tile's log-sum-exp runs while the other warpgroups'
 // products do: two tiles in flight in one warpgroup, at 3 warpgroups of 168
 // registers, were no faster). Dynamic shared memory: WBUF * WSU uint4.
-extern "C" __global__ void __launch_bounds__(128 * WGN, 1) gllw(const uint4* __restrict__ zb, int T,
+extern "C" __global__ void __launch_bounds__(128 * WGN, 1) gllw(const uint4* __restrict__ zw, int T,
                                                              const uint4* __restrict__ wb,
                                                              const float* __restrict__ gconst, int tiles,
                                                              float* __restrict__ ll, double* __restrict__ wll) {
@@ -407,19 +407,23 @@ extern "C" __global__ void __launch_bounds__(128 * WGN, 1) gllw(const uint4* __r
     __shared__ float lls[WLL];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int f0 = blockIdx.x * WLL + 16 * warp;
-    const int ntiles = (T + 15) / 16 * 2; // column tiles of 8 frames in zb
+    const int blocks = (T + 15) / 16 * 2; // 8-frame blocks of zw read (zeros past T)
+    // A fragments of frames f0 + g (j = 0) and f0 + 8 + g (j = 1), k pairs
+    // 16s + 2t (k block 2s) and 16s + 8 + 2t (k block 2s + 1): in zw, pair t
+    // of row g of those k blocks, hi then (KP uint4 on) lo.
     unsigned ah[KS16][4], al[KS16][4];
 #pragma unroll
-    for (int s = 0; s < KS16; ++s) {
-        uint4 b[2];
+    for (int s = 0; s < KS16; ++s)
 #pragma unroll
         for (int j = 0; j < 2; ++j) {
-            const int nt = f0 / 8 + j;
-            b[j] = nt < ntiles ? zb[((u64)nt * KS16 + s) * 32 + lane] : make_uint4(0, 0, 0, 0);
+            const int blk = f0 / 8 + j;
+            const unsigned* z = reinterpret_cast<const unsigned*>(zw + (u64)blk * ZWU + 2 * s * 8 + g) + t;
+            const bool in = blk < blocks;
+            ah[s][j] = in ? z[0] : 0u;
+            ah[s][j + 2] = in ? z[32] : 0u;
+            al[s][j] = in ? z[4 * KP] : 0u;
+            al[s][j + 2] = in ? z[4 * KP + 32] : 0u;
         }
-        ah[s][0] = b[0].x, ah[s][1] = b[1].x, ah[s][2] = b[0].y, ah[s][3] = b[1].y;
-        al[s][0] = b[0].z, al[s][1] = b[1].z, al[s][2] = b[0].w, al[s][3] = b[1].w;
-    }
     float m[2] = {NEG_BIG, NEG_BIG}, sm[2] = {0.0f, 0.0f};
     const int stages = (tiles + MSW - 1) / MSW;
     wg_stage(sm4, wb, gconst, tiles, 0);

@@ -342,14 +342,17 @@ impl Estep16 {
             .bufs
             .as_mut()
             .ok_or_else(|| Error::Engine("E-step buffers missing".into()))?;
-        make_zb(s, kf, feats, n, npad, self.dim, &m.z, wg.is_none(), b)?;
         let ll_ctas = match (wg, &self.wb) {
+            // Both wgmma passes read z' in gstw's layout (zs holds it).
             (Some(w), Some(wb)) => {
                 let kp = kp(self.dim);
                 w.make_z(s, feats, n, npad, kp, &m.z, &mut b.zs)?;
-                w.log_likes(s, &b.zb, n, self.m, wb, &self.gconst, &mut b.ll, &mut b.wll)?
+                w.log_likes(s, &b.zs, n, self.m, wb, &self.gconst, &mut b.ll, &mut b.wll)?
             }
-            _ => gll16(s, kf, b, n, &self.wa, &self.gconst, self.tiles)?,
+            _ => {
+                make_zb(s, kf, feats, n, npad, self.dim, &m.z, b)?;
+                gll16(s, kf, b, n, &self.wa, &self.gconst, self.tiles)?
+            }
         };
         sum_lls(s, k, &b.wll, ll_ctas, total)?;
         match wg {
@@ -448,7 +451,6 @@ fn make_zb(
     npad: usize,
     dim: usize,
     zmul: &Scales,
-    zs: bool,
     b: &mut Bufs,
 ) -> Result<()> {
     let kp = kp(dim);
@@ -460,8 +462,8 @@ fn make_zb(
         .arg(zmul)
         .arg(&mut b.zb)
         .arg(&mut b.zs);
-    // The warps past 2·KS16 write zs: left out when it is not asked for.
-    let warps = 2 * ks16 + if zs { nj } else { 0 };
+    // Warps 0..2·KS16 write zb, the rest zs.
+    let warps = 2 * ks16 + nj;
     let cfg = LaunchConfig {
         grid_dim: ((npad / 16) as u32, 1, 1),
         block_dim: ((32 * warps) as u32, 1, 1),

@@ -127,7 +127,7 @@ impl WgKernels {
     pub fn log_likes(
         &self,
         s: &CudaStream,
-        zb: &CudaSlice<u32>,
+        zw: &CudaSlice<u32>,
         n: usize,
         m: usize,
         wb: &CudaSlice<u32>,
@@ -138,7 +138,7 @@ impl WgKernels {
         let ctas = n.div_ceil(LL_FRAMES);
         let (ni, tiles) = (n as i32, ll_tiles(m) as i32);
         let mut lb = s.launch_builder(&self.gllw);
-        lb.arg(zb)
+        lb.arg(zw)
             .arg(&ni)
             .arg(wb)
             .arg(gconst)
