@@ -12,7 +12,6 @@ use std::sync::OnceLock;
 use rayon::prelude::*;
 
 use super::row_max::{block_abs_max, RowMaxima};
-use super::upload::{upload_parts, Upload};
 
 /// Memory an engine lends for a batch (for example page-locked memory that
 /// a GPU copies from directly). Its whole length is room for frames.
@@ -21,15 +20,6 @@ pub trait LentMemory: Send + 'static {
     fn as_mut_slice(&mut self) -> &mut [f32];
     /// For the engine that lent it, to get its own type back.
     fn into_any(self: Box<Self>) -> Box<dyn Any>;
-    /// A way to the engine's device for the batch's kept parts while they
-    /// are gathered (see [`super::upload`]); `None`: they are copied into
-    /// this memory and the engine copies the batch at its send.
-    fn upload(&mut self) -> Option<std::sync::Arc<dyn Upload>> {
-        None
-    }
-    /// After [`upload`](Self::upload)'s parts went: floats `[0, floats)`
-    /// are on the device (`whole`), or the device copy is not whole.
-    fn uploaded(&mut self, _floats: usize, _whole: bool) {}
 }
 
 /// Frames a caller keeps (an utterance it owns, or a part of a mapped
@@ -249,35 +239,12 @@ impl HostFrames {
     /// archive (3–4 ms for 0.5 GB), which a caller does after it has
     /// handed the batch on.
     pub fn gather_apart(&mut self) -> CopiedParts {
-        self.gather_with(false)
-    }
-
-    /// [`gather_apart`](Self::gather_apart) for a batch that goes to the
-    /// engine that lent its memory as it is (its `accumulate_frames*`): the
-    /// kept parts go straight to that engine's device where it offers a way
-    /// ([`LentMemory::upload`]), and the batch's host memory then holds only
-    /// the frames pushed (its [`as_slice`](Self::as_slice) is not the batch).
-    pub fn gather_for_device(&mut self) -> CopiedParts {
-        self.gather_with(true)
-    }
-
-    fn gather_with(&mut self, to_device: bool) -> CopiedParts {
         let kept = std::mem::take(&mut self.kept);
         if kept.is_empty() {
             return CopiedParts(kept);
         }
         let _t = crate::timeline::Tally::start("gather");
         if let Mem::Lent(m) = &mut self.mem {
-            // Only with maxima noted: the engine cannot read the batch's
-            // host memory for them afterwards.
-            let upload = to_device && self.maxima.is_some();
-            if let Some(up) = upload.then(|| m.upload()).flatten() {
-                let parts: Vec<(usize, &dyn FrameSource)> =
-                    kept.iter().map(|(at, p)| (*at, &**p as _)).collect();
-                let whole = in_gather_pool(|| upload_parts(&parts, self.len, &*up, &mut self.maxima));
-                m.uploaded(self.len, whole);
-                return CopiedParts(kept);
-            }
             let places = split_kept(m.as_mut_slice(), &kept);
             let parts: Vec<&dyn FrameSource> = kept.iter().map(|(_, p)| &**p as _).collect();
             copy_parts(places, &parts, &mut self.maxima);

@@ -16,7 +16,6 @@ pub mod multi;
 pub mod reference;
 pub mod row_max;
 pub mod subsets;
-pub mod upload;
 #[cfg(test)]
 pub(crate) mod test_engines;
 

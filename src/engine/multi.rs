@@ -258,7 +258,7 @@ impl Gathering {
             .spawn(move || {
                 let copied = in_turn(ticket, &turn, || {
                     crate::engine::batch_trace::mark_with(|| format!("gather{rows}"));
-                    let copied = frames.gather_for_device();
+                    let copied = frames.gather_apart();
                     crate::engine::batch_trace::mark_with(|| format!("gathered{rows}"));
                     copied
                 });

@@ -26,7 +26,6 @@ mod operands;
 mod pinned;
 pub mod plan;
 pub mod select;
-mod upload;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -100,9 +99,6 @@ pub struct CudaEngine {
     pub(crate) stream: Arc<CudaStream>,
     pub(crate) copy_stream: Arc<CudaStream>,
     pub(crate) download_stream: Arc<CudaStream>,
-    /// Batches' frames on their way into their device copies as they are
-    /// gathered (`upload.rs`).
-    pub(crate) upload_stream: Arc<CudaStream>,
     name: String,
     cc: (i32, i32),
     /// `AMTOOL_CUDA_TC` ("0": FP32 kernels only; see `KernelShape::for_device`).
@@ -302,7 +298,6 @@ impl CudaEngine {
         let stream = ctx.new_stream().map_err(driver_err("stream"))?;
         let copy_stream = ctx.new_stream().map_err(driver_err("stream"))?;
         let download_stream = ctx.new_stream().map_err(driver_err("stream"))?;
-        let upload_stream = ctx.new_stream().map_err(driver_err("stream"))?;
         crate::timeline::mark("streams");
         let pinned = Arc::new(pinned::PinnedPool::new(ctx.clone()));
         Ok(CudaEngine {
@@ -310,7 +305,6 @@ impl CudaEngine {
             stream,
             copy_stream,
             download_stream,
-            upload_stream,
             name,
             cc,
             tc: std::env::var("AMTOOL_CUDA_TC").unwrap_or_default(),

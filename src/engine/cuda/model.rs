@@ -40,11 +40,9 @@ use super::gselect::Gselect;
 use super::operands::to_fragments;
 use super::pinned::PinnedBuf;
 use super::plan::{self, PlanShape};
-use super::upload;
 use super::{driver_err, CudaEngine, Kernels};
 use crate::engine::host_frames::LentFrames;
 use crate::engine::row_max::{self, RowMaxima};
-use crate::engine::upload::MAX_ROWS;
 use crate::engine::{FrameBatch, FrameTargets, HostFrames, LoadedModel, StateSubsets};
 use crate::layout::StateBlockLayout;
 use crate::model::{AcousticModel, CovKind};
@@ -142,11 +140,9 @@ const LENT_IN_FLIGHT: usize = crate::engine::multi::DEPTH + 1;
 enum Source<'a> {
     /// Ordinary memory: staged through the model's page-locked halves.
     Plain,
-    /// Page-locked memory this model lent: copied from where it is, or
-    /// from its device copy where the batch was sent there as it was
-    /// gathered (`upload.rs`: the copy and the event its copies wait for);
-    /// with the largest |x_d| of each part copied, where they were noted.
-    Lent(Option<&'a RowMaxima>, Option<(&'a CudaSlice<f32>, &'a CudaEvent)>),
+    /// Page-locked memory this model lent: copied from where it is; with
+    /// the largest |x_d| of each part copied into it, where they were noted.
+    Lent(Option<&'a RowMaxima>),
 }
 
 /// A model on the GPU.
@@ -567,22 +563,8 @@ impl<'e> CudaModel<'e> {
         let rows = &feats.data[c0 * d..c1 * d];
         let mut dst = st.dev[b].slice_mut(0..rows.len());
         let e = driver_err("copying features");
-        if let Source::Lent(maxima, on_device) = src {
-            match on_device {
-                None => eng.copy_stream.memcpy_htod(rows, &mut dst).map_err(&e)?,
-                Some((copy, ready)) => {
-                    // The maxima were noted by blocks of MAX_ROWS rows: a
-                    // chunk must not cut one (the host memory lacks them).
-                    if c0 % MAX_ROWS != 0 || (c1 % MAX_ROWS != 0 && c1 != feats.frames) {
-                        return Err(Error::Engine(format!(
-                            "chunk {c0}..{c1} of a batch on the device cuts its maxima's blocks"
-                        )));
-                    }
-                    eng.copy_stream.wait(ready).map_err(&e)?;
-                    let src = copy.slice(c0 * d..c1 * d);
-                    eng.copy_stream.memcpy_dtod(&src, &mut dst).map_err(&e)?;
-                }
-            }
+        if let Source::Lent(maxima) = src {
+            eng.copy_stream.memcpy_htod(rows, &mut dst).map_err(&e)?;
             return Ok(want_max.then(|| {
                 crate::timeline::tally("abs_max", || match maxima {
                     Some(m) if m.dim() == d => m.abs_max(feats.data, c0..c1),
@@ -1698,15 +1680,12 @@ impl LoadedModel for CudaModel<'_> {
         let mut buf = match old {
             Some(b) => b,
             None => {
-                let b = match upload::uploading() {
-                    true => PinnedBuf::mirrored(&self.eng.pinned, floats, &self.eng.upload_stream)?,
-                    false => PinnedBuf::new(&self.eng.pinned, floats)?,
-                };
+                let b = PinnedBuf::new(&self.eng.pinned, floats)?;
                 crate::timeline::mark("pinned_alloc");
                 b
             }
         };
-        crate::timeline::tally("buffer_wait", || buf.lend())?;
+        crate::timeline::tally("buffer_wait", || buf.wait())?;
         let mut frames = HostFrames::lent(Box::new(buf));
         if self.may_scale_chunks() {
             frames.track_abs_max(self.model.dim);
@@ -1814,11 +1793,10 @@ impl CudaModel<'_> {
                 buf.len()
             ))
         })?;
-        let on_device = buf.device_copy(len)?;
         let r = send(
             self,
             FrameBatch::new(data, dim),
-            Source::Lent(maxima.as_ref(), on_device),
+            Source::Lent(maxima.as_ref()),
         );
         // Whatever was enqueued before an error is waited for as well.
         let mark = buf.copies_enqueued(&self.eng.copy_stream);

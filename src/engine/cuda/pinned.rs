@@ -13,11 +13,9 @@
 use std::any::Any;
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream, PinnedHostSlice};
+use cudarc::driver::{CudaContext, CudaEvent, CudaStream, PinnedHostSlice};
 
 use super::driver_err;
-use super::upload::{Mirror, SlotRing};
-use crate::engine::upload::Upload;
 use crate::engine::LentMemory;
 use crate::Result;
 
@@ -70,10 +68,6 @@ impl<T> Shelf<T> {
 pub(crate) struct PinnedPool {
     ctx: Arc<CudaContext>,
     bufs: Shelf<f32>,
-    /// Device copies of lent batch buffers given back (see [`super::upload`]).
-    mirrors: Mutex<Vec<Mirror>>,
-    /// The staging buffers batches go to the device through.
-    pub slots: Arc<SlotRing>,
     /// Buffers the device copies statistics into for the host to read (not
     /// write-combined), each of one exact length.
     sums: Shelf<f64>,
@@ -82,10 +76,8 @@ pub(crate) struct PinnedPool {
 impl PinnedPool {
     pub fn new(ctx: Arc<CudaContext>) -> Self {
         PinnedPool {
-            slots: Arc::new(SlotRing::new(ctx.clone())),
             ctx,
             bufs: Shelf::new(MAX_POOLED),
-            mirrors: Mutex::new(Vec::new()),
             sums: Shelf::new(MAX_POOLED_SUMS),
         }
     }
@@ -122,28 +114,6 @@ impl PinnedPool {
             .map_err(driver_err("allocating pinned memory"))
     }
 
-    /// A device copy for a buffer of `len` floats: a pooled one of `len`
-    /// to `2 len`, or a new one.
-    fn take_mirror(&self, stream: &Arc<CudaStream>, len: usize) -> Result<Mirror> {
-        if let Ok(mut ms) = self.mirrors.lock() {
-            if let Some(i) = ms.iter().rposition(|m| m.len() >= len && m.len() <= 2 * len) {
-                return Ok(ms.remove(i));
-            }
-        }
-        Mirror::new(stream, len)
-    }
-
-    /// Back to the pool (waited for); the one given back longest ago goes
-    /// when it is full.
-    fn give_mirror(&self, m: Mirror) {
-        if let Ok(mut ms) = self.mirrors.lock() {
-            ms.push(m);
-            if ms.len() > MAX_POOLED {
-                ms.remove(0);
-            }
-        }
-    }
-
     fn give(&self, buf: PinnedHostSlice<f32>) {
         if let Some(b) = self.bufs.give(buf) {
             let _t = crate::timeline::Tally::start("pinned_free");
@@ -160,8 +130,6 @@ pub(crate) struct PinnedBuf {
     /// Recorded on the copy stream after the last copy from this buffer.
     copied: Option<CudaEvent>,
     pool: Arc<PinnedPool>,
-    /// A lent batch buffer's device copy and the stream its pieces go on.
-    mirror: Option<(Mirror, Arc<CudaStream>)>,
 }
 
 // SAFETY: `ptr` points into `buf`, which is Send; the host touches the
@@ -179,49 +147,17 @@ impl PinnedBuf {
             ptr,
             copied: None,
             pool: pool.clone(),
-            mirror: None,
         })
-    }
-
-    /// [`new`](Self::new), with a device copy the batch's parts go to as
-    /// they are gathered, on `stream` ([`super::upload`]).
-    pub fn mirrored(pool: &Arc<PinnedPool>, floats: usize, stream: &Arc<CudaStream>) -> Result<Self> {
-        let mut b = Self::new(pool, floats)?;
-        b.mirror = Some((pool.take_mirror(stream, b.len)?, stream.clone()));
-        Ok(b)
-    }
-
-    /// Waits for every copy from and into it, then lends it for a batch:
-    /// its device copy holds nothing.
-    pub fn lend(&mut self) -> Result<()> {
-        self.wait()?;
-        if let Some((m, _)) = &mut self.mirror {
-            m.clear();
-        }
-        Ok(())
-    }
-
-    /// The batch's device copy (`floats` of it) and the event copies from
-    /// it wait for; `None` when its frames are in the host memory.
-    pub fn device_copy(&self, floats: usize) -> Result<Option<(&CudaSlice<f32>, &CudaEvent)>> {
-        match &self.mirror {
-            Some((m, _)) => m.holding(floats),
-            None => Ok(None),
-        }
     }
 
     pub fn len(&self) -> usize {
         self.len
     }
 
-    /// Wait until the copies from this buffer (and into its device copy)
-    /// are done.
+    /// Wait until the copies from this buffer have read it.
     pub fn wait(&mut self) -> Result<()> {
         if let Some(ev) = self.copied.take() {
             ev.synchronize().map_err(driver_err("waiting for a copy"))?;
-        }
-        if let Some((m, _)) = &mut self.mirror {
-            m.wait()?;
         }
         Ok(())
     }
@@ -260,11 +196,6 @@ impl Drop for PinnedBuf {
                 self.pool.give(buf);
             }
         }
-        if let Some((m, _)) = self.mirror.take() {
-            if done {
-                self.pool.give_mirror(m);
-            }
-        }
     }
 }
 
@@ -285,16 +216,5 @@ impl LentMemory for PinnedBuf {
 
     fn into_any(self: Box<Self>) -> Box<dyn Any> {
         self
-    }
-
-    fn upload(&mut self) -> Option<Arc<dyn Upload>> {
-        let (m, stream) = self.mirror.as_ref()?;
-        Some(m.upload(stream, &self.pool.slots, PinnedBuf::as_slice(self)))
-    }
-
-    fn uploaded(&mut self, floats: usize, whole: bool) {
-        if let Some((m, stream)) = &mut self.mirror {
-            m.uploaded(stream, floats, whole);
-        }
     }
 }
