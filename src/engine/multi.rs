@@ -371,10 +371,25 @@ pub struct MultiModel<'e> {
     /// Whether the devices were made ready for statistics
     /// ([`LoadedModel::prepare_statistics`]).
     prepared: bool,
-    /// The kernel time of the statistics settled last: the longest of the
-    /// devices' (each device's summed over its batches), where every
-    /// device times its kernels.
-    last_kernels: Option<f64>,
+    /// What the last call's kernel time is taken from.
+    last_call: LastCall,
+}
+
+/// The last call of a [`MultiModel`], for its kernel time.
+#[derive(Debug, Clone, Copy)]
+enum LastCall {
+    /// Scoring on the first this many devices: the longest of their own
+    /// last calls' times, asked for only when wanted (a CUDA device waits
+    /// for its timing events then).
+    Scored(usize),
+    /// Statistics: the longest of the devices' kernel times (each
+    /// device's summed over its batches), where every device times them.
+    Settled(Option<f64>),
+}
+
+/// The longest of the devices' kernel times; `None` if any is.
+fn longest(times: impl Iterator<Item = Option<f64>>) -> Option<f64> {
+    times.fold(Some(0f64), |l, k| Some(l?.max(k?)))
 }
 
 /// `rows` cut into at most `parts` contiguous ranges of about equal size,
@@ -491,7 +506,7 @@ impl<'e> MultiModel<'e> {
             flight: VecDeque::new(),
             like: 0.0,
             prepared: false,
-            last_kernels: None,
+            last_call: LastCall::Settled(None),
         }
     }
 
@@ -510,13 +525,10 @@ impl<'e> MultiModel<'e> {
         on_threads(jobs).into_iter().collect()
     }
 
-    /// Notes the kernel time of a scoring call on the first `used` devices
-    /// (the longest of theirs) and passes its result `r` on.
+    /// Notes a scoring call on the first `used` devices and passes its
+    /// result `r` on.
     fn scored_on(&mut self, used: usize, r: Result<()>) -> Result<()> {
-        self.last_kernels = self.parts[..used]
-            .iter()
-            .map(|p| p.last_kernel_seconds())
-            .try_fold(0f64, |longest, k| Some(longest.max(k?)));
+        self.last_call = LastCall::Scored(used);
         r
     }
 
@@ -872,11 +884,9 @@ impl LoadedModel for MultiModel<'_> {
         while !self.flight.is_empty() {
             self.receive(acc)?;
         }
-        self.last_kernels = self
-            .parts
-            .iter_mut()
-            .map(|p| p.take_apart_kernel_seconds())
-            .try_fold(0f64, |longest, k| Some(longest.max(k?)));
+        self.last_call = LastCall::Settled(longest(
+            self.parts.iter_mut().map(|p| p.take_apart_kernel_seconds()),
+        ));
         Ok(std::mem::take(&mut self.like))
     }
 
@@ -885,7 +895,12 @@ impl LoadedModel for MultiModel<'_> {
     /// batches' kernels, host-device copies excluded), as one device's is
     /// the sum of its kernels.
     fn last_kernel_seconds(&self) -> Option<f64> {
-        self.last_kernels
+        match self.last_call {
+            LastCall::Scored(used) => {
+                longest(self.parts[..used].iter().map(|p| p.last_kernel_seconds()))
+            }
+            LastCall::Settled(k) => k,
+        }
     }
 }
 
@@ -1392,6 +1407,17 @@ mod tests {
         let longest = secs(PIECE_FRAMES + 1234);
         assert_eq!(kernels(&keeping_parts(2)), (longest, secs(1000)));
         assert_eq!(kernels(&cpu_parts(2)), (None, None));
+        // Scoring: the longest of the devices' last calls, on those used.
+        let scored = |engine: &MultiEngine, rows: usize| {
+            let mut lm = engine.load(&model).unwrap();
+            let mut out = vec![0f32; rows];
+            lm.state_loglikes(FrameBatch::new(&data[..2 * rows], 2), &mut out)
+                .unwrap();
+            lm.last_kernel_seconds()
+        };
+        let two = keeping_parts(2);
+        assert_eq!(scored(&two, 3001), secs(1501), "3001 rows on two devices");
+        assert_eq!(scored(&two, 1500), secs(1500), "too few rows to split");
     }
 
     #[test]

@@ -85,6 +85,8 @@ struct GpuLikeModel<'e> {
     kept: VecDeque<(ModelAccumulators, usize)>,
     /// Frames of the batches collected since the kernel time was last taken.
     collected: usize,
+    /// Frames of the last scoring call.
+    scored: usize,
 }
 
 /// The keeping path's pretend kernel time: a microsecond a frame.
@@ -108,6 +110,7 @@ impl Engine for GpuLike {
             dim: model.dim,
             kept: VecDeque::new(),
             collected: 0,
+            scored: 0,
         }))
     }
 }
@@ -120,7 +123,12 @@ impl LoadedModel for GpuLikeModel<'_> {
         self.ready.as_ref().is_none_or(|r| r.load(Ordering::SeqCst))
     }
     fn state_loglikes(&mut self, feats: FrameBatch<'_>, out: &mut [f32]) -> Result<()> {
+        self.scored = feats.frames;
         self.inner.state_loglikes(feats, out)
+    }
+    /// The keeping path's pretend time of the last call that scored.
+    fn last_kernel_seconds(&self) -> Option<f64> {
+        (self.path == Path::Keeping).then_some(self.scored as f64 * SECONDS_A_FRAME)
     }
     fn component_loglikes(
         &mut self,
