@@ -501,12 +501,17 @@ fn source_for(shape: &KernelShape) -> String {
 fn compile_cubin(src: &str, arch: &str) -> Result<Vec<u8>> {
     // AMTOOL_NVRTC_VERBOSE=1 prints ptxas's registers, spills and shared
     // memory of every kernel (no device needed: see the NVRTC compile test).
-    let verbose = std::env::var("AMTOOL_NVRTC_VERBOSE").is_ok_and(|v| v == "1");
+    let verbose = nvrtc_verbose();
     let (bin, log) = compile_with_log(src, arch, verbose)?;
     if verbose {
         eprintln!("{log}");
     }
     Ok(bin)
+}
+
+/// `AMTOOL_NVRTC_VERBOSE=1`: print ptxas's report of every kernel.
+fn nvrtc_verbose() -> bool {
+    std::env::var("AMTOOL_NVRTC_VERBOSE").is_ok_and(|v| v == "1")
 }
 
 /// NVRTC: `src` to a CUBIN for `arch`, and the compiler's log (with
@@ -645,7 +650,7 @@ mod tests {
                 !log.contains("serialized"),
                 "{shape:?} {arch}: wgmma serialised:\n{log}"
             );
-            if std::env::var("AMTOOL_NVRTC_VERBOSE").is_ok_and(|v| v == "1") {
+            if nvrtc_verbose() {
                 eprintln!("{log}");
             }
             eprintln!(

@@ -270,10 +270,13 @@ impl Estep16 {
         let kp = kp(self.dim);
         let e = driver_err("allocating the E-step buffers");
         // zb and zs hold KP u32 a frame each: KP values, hi and lo, FP16
-        // (see zfrag16's indices).
+        // (see zfrag16's indices). The wgmma passes read z' from zs alone
+        // (zfragw's layout), so zb is then not made.
+        let zb_len = if self.wg() { 1 } else { npad * kp };
         // SAFETY (all four): every value a kernel reads is written first by
-        // zfrag16 / gll16 / gst16 of the same chunk (see the kernels).
-        let zb = unsafe { stream.alloc::<u32>(npad * kp) }.map_err(&e)?;
+        // zfrag16 / zfragw / gll16 / gllw / gst16 of the same chunk (see the
+        // kernels).
+        let zb = unsafe { stream.alloc::<u32>(zb_len) }.map_err(&e)?;
         let zs = unsafe { stream.alloc::<u32>(npad * kp) }.map_err(&e)?;
         // Room for the CTAs of either first pass (gll16 or gllw).
         let ll_frames = LL_FRAMES.max(wgk::LL_FRAMES);
