@@ -379,13 +379,6 @@ pub trait LoadedModel: Send {
         r
     }
 
-    /// Whether [`collect_apart`](Self::collect_apart) would find the oldest
-    /// batch kept apart done and not wait for its device (yes where none is
-    /// kept, or where statistics are computed at the send).
-    fn apart_done(&self) -> bool {
-        true
-    }
-
     /// Adds the oldest batch that [`accumulate_apart`](Self::accumulate_apart)
     /// kept (and that was not collected yet) into `acc`, element by
     /// element, and returns its Σ weight × log-likelihood.

@@ -570,7 +570,6 @@ impl<'e> MultiModel<'e> {
     /// oldest batches in flight are added into `acc` until its device has
     /// room, and its copy is waited for.
     fn send_ready(&mut self, acc: &mut ModelAccumulators, wait: bool) -> Result<()> {
-        self.receive_done(acc)?;
         if wait {
             if let Some(part) = self.held.front().map(|h| h.part) {
                 while self.in_flight(part) >= DEPTH {
@@ -647,21 +646,6 @@ impl<'e> MultiModel<'e> {
                 .next()
                 .ok_or_else(|| Error::Engine("a sent batch's result is missing".into()))?;
             self.flight.push_back(Flight { part, stats });
-        }
-        Ok(())
-    }
-
-    /// Adds into `acc` the oldest batches in flight that are done, in order
-    /// up to the first that is not: their devices get their room back
-    /// without waiting. (A batch whose statistics sat on the device counted
-    /// as in flight until the host next had to wait: on 2 × H200 a copied
-    /// batch then waited up to 1 ms for room while its device idled.)
-    fn receive_done(&mut self, acc: &mut ModelAccumulators) -> Result<()> {
-        while let Some(f) = self.flight.front() {
-            if f.stats.is_none() && !self.parts[f.part].apart_done() {
-                break;
-            }
-            self.receive(acc)?;
         }
         Ok(())
     }
@@ -1122,35 +1106,6 @@ mod tests {
         assert_counted(&acc, total);
     }
 
-    /// A device's batches whose statistics are done give it room at once:
-    /// the next batch goes at its hold, not after the host next waits. Not
-    /// done, they keep their room (and are not collected) until they are.
-    #[test]
-    fn done_batches_give_their_device_room_at_once() {
-        let (mut rng, model) = small_model(16);
-        let d = D2;
-        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let engines = [GpuLike::keeping_done_when(done.clone())];
-        let mut mm = lending_model(&engines, &model);
-        let mut acc = ModelAccumulators::zeros(&model, UpdateFlags::default());
-        let n = DEPTH + 3;
-        let data = random::features(&mut rng, 10 * n, d);
-        let batch = |i: usize| &data[10 * i * d..10 * (i + 1) * d];
-        for i in 0..=DEPTH {
-            send_rows(&mut mm, batch(i), d, &mut acc);
-        }
-        assert_eq!((mm.flight.len(), mm.held.len()), (DEPTH, 1), "not done");
-        done.store(true, std::sync::atomic::Ordering::SeqCst);
-        mm.send_copied(&mut acc).unwrap();
-        assert_eq!((mm.flight.len(), mm.held.len()), (1, 0), "done");
-        for i in DEPTH + 1..n {
-            send_rows(&mut mm, batch(i), d, &mut acc);
-            assert_eq!((mm.flight.len(), mm.held.len()), (1, 0), "batch {i}");
-        }
-        mm.settle(&mut acc).unwrap();
-        assert_counted(&acc, 10 * n);
-    }
-
     /// A held batch whose frames are in place goes to its device at the
     /// next hold, before the batches after it (the rounds of the sessions
     /// before held it until a whole round after it was full).
@@ -1205,18 +1160,15 @@ mod tests {
         assert_eq!(mm.held[0].part, 1);
         wait_copied(&mut mm);
         mm.send_copied(&mut acc).unwrap();
-        // The lending path's statistics are done at the send: device 0's
-        // batch is collected at the next send that looks.
         assert_eq!(
             (mm.held.len(), mm.flight.len()),
-            (1, 0),
+            (1, 1),
             "sent to a device not ready"
         );
         assert!(!mm.statistics_ready());
         ready.store(true, std::sync::atomic::Ordering::SeqCst);
         mm.send_copied(&mut acc).unwrap();
-        assert_eq!((mm.held.len(), mm.flight.len()), (0, 1));
-        assert_eq!(mm.flight[0].part, 1);
+        assert_eq!((mm.held.len(), mm.flight.len()), (0, 2));
         mm.settle(&mut acc).unwrap();
         assert_counted(&acc, 200);
     }

@@ -48,9 +48,6 @@ pub struct GpuLike {
     /// While false, its models' `statistics_ready` says no (a device still
     /// being made ready); none: always ready.
     ready: Option<Arc<AtomicBool>>,
-    /// While false, the batches its models keep are not done (`apart_done`
-    /// says no, as of a device still computing); none: done at once.
-    done: Option<Arc<AtomicBool>>,
 }
 
 impl GpuLike {
@@ -70,20 +67,11 @@ impl GpuLike {
         }
     }
 
-    /// [`keeping`](Self::keeping), its kept batches done while `done` is true.
-    pub fn keeping_done_when(done: Arc<AtomicBool>) -> Self {
-        GpuLike {
-            done: Some(done),
-            ..Self::new(Path::Keeping)
-        }
-    }
-
     fn new(path: Path) -> Self {
         GpuLike {
             cpu: CpuEngine::new(1).expect("a one-thread CPU engine"),
             path,
             ready: None,
-            done: None,
         }
     }
 }
@@ -92,7 +80,6 @@ struct GpuLikeModel<'e> {
     inner: Box<dyn LoadedModel + 'e>,
     path: Path,
     ready: Option<Arc<AtomicBool>>,
-    done: Option<Arc<AtomicBool>>,
     dim: usize,
     /// Batches kept, and their frames.
     kept: VecDeque<(ModelAccumulators, usize)>,
@@ -120,7 +107,6 @@ impl Engine for GpuLike {
             inner: self.cpu.load(model)?,
             path: self.path,
             ready: self.ready.clone(),
-            done: self.done.clone(),
             dim: model.dim,
             kept: VecDeque::new(),
             collected: 0,
@@ -172,9 +158,6 @@ impl LoadedModel for GpuLikeModel<'_> {
         }
         self.kept.extend(s.map(|s| (s, feats.frames)));
         Ok(None)
-    }
-    fn apart_done(&self) -> bool {
-        self.done.as_ref().is_none_or(|d| d.load(Ordering::SeqCst))
     }
     fn collect_apart(&mut self, acc: &mut ModelAccumulators) -> Result<f64> {
         let (s, frames) = self

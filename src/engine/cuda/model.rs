@@ -1743,10 +1743,6 @@ impl LoadedModel for CudaModel<'_> {
         Ok(None)
     }
 
-    fn apart_done(&self) -> bool {
-        self.oldest_apart_done()
-    }
-
     fn collect_apart(&mut self, acc: &mut ModelAccumulators) -> Result<f64> {
         self.collect_apart_sums(acc)
     }

@@ -10,10 +10,7 @@
 //! Nothing waits on the host until [`CudaModel::collect_apart_sums`] reads
 //! the oldest batch's copy.
 
-use cudarc::driver::{sys, CudaEvent, CudaSlice, PinnedHostSlice};
-
-/// An event that only marks a point of a stream.
-const NO_TIMING: sys::CUevent_flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING;
+use cudarc::driver::{CudaEvent, CudaSlice, PinnedHostSlice};
 
 use super::batch_trace::{self, DeviceClock};
 use super::{CudaModel, Source};
@@ -44,8 +41,6 @@ struct ApartSums {
     _device_total: CudaSlice<f64>,
     /// Σ weight, known on the host.
     weight: f64,
-    /// Recorded after the copies to `sums` and `total`.
-    done: CudaEvent,
 }
 
 impl CudaModel<'_> {
@@ -87,16 +82,14 @@ impl CudaModel<'_> {
                 let e = driver_err("downloading statistics");
                 s.memcpy_dtoh(&pend.acc64, &mut sums).map_err(&e)?;
                 s.memcpy_dtoh(&pend.total, &mut total).map_err(&e)?;
-                let done = s.record_event(Some(NO_TIMING)).map_err(&e)?;
-                Ok((sums, total, done))
+                Ok((sums, total))
             })
         });
-        let copy = copy.map(|(sums, total, done)| ApartSums {
+        let copy = copy.map(|(sums, total)| ApartSums {
             sums,
             total,
             _device_total: pend.total,
             weight: pend.weight,
-            done,
         });
         // The next batch takes the other accumulators (made then, the
         // first time); the one after it zeroes these, after the copies.
@@ -119,13 +112,6 @@ impl CudaModel<'_> {
             self.batch_clock = DeviceClock::start(&self.eng.stream)?;
         }
         Ok(())
-    }
-
-    /// Whether the oldest batch sent apart has its sums on the host (a
-    /// driver error says no: the collect then waits, and reports it).
-    pub(super) fn oldest_apart_done(&self) -> bool {
-        let oldest = self.apart.front().and_then(|b| b.copy.as_ref());
-        oldest.is_none_or(|c| c.done.is_complete())
     }
 
     /// Adds the oldest batch sent apart into `acc`; returns its Σ weight ×
