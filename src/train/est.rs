@@ -5,17 +5,19 @@
 //! "objective function improvement" or "avg like per frame" see the same
 //! lines.
 
-use amtool_formats::kaldi::accs::{AccumDiagGmm, AccumFullGmm, AmAccs};
+use amtool_formats::kaldi::accs::{AccumAmDiagGmm, AccumDiagGmm, AccumFullGmm, AmAccs};
 use amtool_formats::kaldi::gmm::{DiagGmm, FullGmm};
 use amtool_formats::kaldi::model::KaldiModel;
 use amtool_formats::kaldi::transition::TransitionModel;
 
+use crate::model::StateGmm;
 use crate::stats::mixture_split::{
     merge_by_count, split_by_count, split_diag, split_full, KaldiRng,
 };
 use crate::stats::mle_diag::{mle_am_diag_update, mle_diag_gmm_update, MleDiagOptions};
 use crate::stats::mle_full::{mle_full_gmm_update, MleFullOptions};
 use crate::stats::transition::{mle_update, MleTransitionOptions, TransitionLayout};
+use crate::stats::ModelAccumulators;
 use crate::stats::{fmt_g, UpdateFlags};
 use crate::train::convert::{
     diag_from_state, flags_from_kaldi, full_from_state, gmm_acc_from_diag, gmm_acc_from_full,
@@ -99,87 +101,129 @@ pub fn est_am(
     accs: &AmAccs,
     opts: &AmEstOptions,
 ) -> Result<(Vec<Msg>, Vec<f32>)> {
+    check_accs_fit(model, &accs.gmm)?;
     let mut msgs = Vec::new();
+    if opts.update_flags.transitions {
+        update_transitions(model, &accs.transition_accs, &opts.transitions, &mut msgs)?;
+    }
+    let dim = model.am.dim;
+    let maccs = model_accs_from_am(&accs.gmm, dim);
+    let mut states = update_gmms(model, &accs.gmm, &maccs, opts, &mut msgs)?;
+    let pdf_occs: Vec<f32> = maccs
+        .states
+        .iter()
+        .map(|a| crate::stats::mle_diag::kaldi_vector_sum_f64(&a.occupancy) as f32)
+        .collect();
+    if opts.mix_down != 0 {
+        mix_down(&mut states, dim, &pdf_occs, opts, &mut msgs)?;
+    }
+    if opts.mix_up != 0 {
+        mix_up(&mut states, dim, &pdf_occs, opts, &mut msgs)?;
+    }
+    model.am.pdfs = states.iter().map(|s| diag_from_state(s, dim)).collect();
+    Ok((msgs, pdf_occs))
+}
+
+/// The accumulators are of `model`'s shape: as many pdfs, of its
+/// dimension, each with its number of Gaussians.
+fn check_accs_fit(model: &KaldiModel, gmm: &AccumAmDiagGmm) -> Result<()> {
     let npdfs = model.am.pdfs.len();
-    if accs.gmm.pdfs.len() != npdfs {
+    if gmm.pdfs.len() != npdfs {
         return Err(Error::Mismatch(format!(
             "the accumulators have {} pdfs but the model has {npdfs}",
-            accs.gmm.pdfs.len()
+            gmm.pdfs.len()
         )));
     }
-    if let Some(p) = accs.gmm.pdfs.iter().position(|a| a.dim != model.am.dim) {
+    if let Some(p) = gmm.pdfs.iter().position(|a| a.dim != model.am.dim) {
         return Err(Error::Mismatch(format!(
             "dimension of the accumulators ({}, pdf {p}) does not match the model's ({})",
-            accs.gmm.pdfs[p].dim, model.am.dim
+            gmm.pdfs[p].dim, model.am.dim
         )));
     }
-    if let Some(p) = (0..npdfs).find(|&p| accs.gmm.pdfs[p].num_comp != model.am.pdfs[p].num_gauss())
-    {
+    if let Some(p) = (0..npdfs).find(|&p| gmm.pdfs[p].num_comp != model.am.pdfs[p].num_gauss()) {
         return Err(Error::Mismatch(format!(
             "pdf {p}: the accumulators have {} Gaussians but the model has {} (accumulators from a different model?)",
-            accs.gmm.pdfs[p].num_comp,
+            gmm.pdfs[p].num_comp,
             model.am.pdfs[p].num_gauss()
         )));
     }
-    if opts.update_flags.transitions {
-        if accs.transition_accs.len() != model.trans.num_transition_ids() + 1 {
-            return Err(Error::Mismatch(format!(
-                "the transition accumulators have {} entries but the model has {} transition ids (+1)",
-                accs.transition_accs.len(),
-                model.trans.num_transition_ids()
-            )));
-        }
-        let (tids, fwd, sl) = transition_layout(&model.trans)?;
-        let is_hmm = model.trans.topology().is_hmm();
-        let layout = TransitionLayout {
-            tstate_tids: &tids,
-            forward_pdf: &fwd,
-            self_loop_pdf: if is_hmm { None } else { Some(&sl) },
-        };
-        let r = mle_update(
-            model.trans.log_probs_mut(),
-            &accs.transition_accs,
-            &layout,
-            &opts.transitions,
-        )
+    Ok(())
+}
+
+/// `TransitionModel::MleUpdate` (or `MapUpdate`'s shared form) of
+/// `model`'s transition probabilities, with Kaldi's log lines.
+fn update_transitions(
+    model: &mut KaldiModel,
+    transition_accs: &[f64],
+    opts: &MleTransitionOptions,
+    msgs: &mut Vec<Msg>,
+) -> Result<()> {
+    if transition_accs.len() != model.trans.num_transition_ids() + 1 {
+        return Err(Error::Mismatch(format!(
+            "the transition accumulators have {} entries but the model has {} transition ids (+1)",
+            transition_accs.len(),
+            model.trans.num_transition_ids()
+        )));
+    }
+    let (tids, fwd, sl) = transition_layout(&model.trans)?;
+    let is_hmm = model.trans.topology().is_hmm();
+    let layout = TransitionLayout {
+        tstate_tids: &tids,
+        forward_pdf: &fwd,
+        self_loop_pdf: if is_hmm { None } else { Some(&sl) },
+    };
+    let r = mle_update(model.trans.log_probs_mut(), transition_accs, &layout, opts)
         .map_err(Error::Mismatch)?;
-        let per_frame = r.objf_impr / r.count;
-        if opts.transitions.share_for_pdfs {
-            msgs.push(Msg::Log(format!(
-                "Objf change is {} per frame over {} frames; {} probabilities floored, {} pdf-ids skipped due to insuffient data.",
-                f(per_frame), f(r.count), r.num_floored, r.num_skipped
-            )));
-        } else {
-            msgs.push(Msg::Log(format!(
-                "TransitionModel::Update, objf change is {} per frame over {} frames. ",
-                f(per_frame),
-                f(r.count)
-            )));
-            msgs.push(Msg::Log(format!(
-                "{} probabilities floored, {} out of {} transition-states skipped due to insuffient data (it is normal to have some skipped.)",
-                r.num_floored, r.num_skipped, r.num_tstates
-            )));
-        }
+    let per_frame = r.objf_impr / r.count;
+    if opts.share_for_pdfs {
         msgs.push(Msg::Log(format!(
-            "Transition model update: Overall {} log-like improvement per frame over {} frames.",
+            "Objf change is {} per frame over {} frames; {} probabilities floored, {} pdf-ids skipped due to insuffient data.",
+            f(per_frame), f(r.count), r.num_floored, r.num_skipped
+        )));
+    } else {
+        msgs.push(Msg::Log(format!(
+            "TransitionModel::Update, objf change is {} per frame over {} frames. ",
             f(per_frame),
             f(r.count)
         )));
+        msgs.push(Msg::Log(format!(
+            "{} probabilities floored, {} out of {} transition-states skipped due to insuffient data (it is normal to have some skipped.)",
+            r.num_floored, r.num_skipped, r.num_tstates
+        )));
     }
+    msgs.push(Msg::Log(format!(
+        "Transition model update: Overall {} log-like improvement per frame over {} frames.",
+        f(per_frame),
+        f(r.count)
+    )));
+    Ok(())
+}
 
-    let dim = model.am.dim;
-    let tot_like = accs.gmm.total_like as f32;
-    let tot_t = accs.gmm.total_frames as f32;
-    let maccs = model_accs_from_am(&accs.gmm, dim);
-    let acc_flags = maccs.flags;
+/// `MleAmDiagGmmUpdate` of every pdf from `maccs` (the accumulators `gmm`
+/// in the engine's form), with Kaldi's log lines; the updated pdfs.
+fn update_gmms(
+    model: &KaldiModel,
+    gmm: &AccumAmDiagGmm,
+    maccs: &ModelAccumulators,
+    opts: &AmEstOptions,
+    msgs: &mut Vec<Msg>,
+) -> Result<Vec<StateGmm>> {
     let flags = UpdateFlags {
         transitions: false,
         ..opts.update_flags
     };
-    check_flags(flags, acc_flags)?;
+    check_flags(flags, maccs.flags)?;
+    let dim = model.am.dim;
     let mut states: Vec<_> = model.am.pdfs.iter().map(state_from_diag).collect();
-    let r = mle_am_diag_update(&opts.gmm, &maccs.states, acc_flags, flags, dim, &mut states)
-        .map_err(Error::Mismatch)?;
+    let r = mle_am_diag_update(
+        &opts.gmm,
+        &maccs.states,
+        maccs.flags,
+        flags,
+        dim,
+        &mut states,
+    )
+    .map_err(Error::Mismatch)?;
     msgs.extend(r.warnings.iter().cloned().map(Msg::Warn));
     msgs.push(Msg::Log(format!(
         "{} variance elements floored in {} Gaussians, out of {}",
@@ -197,58 +241,76 @@ pub fn est_am(
         f(r.obj_change / r.count),
         f(r.count)
     )));
+    let (tot_like, tot_t) = (gmm.total_like as f32, gmm.total_frames as f32);
     msgs.push(Msg::Log(format!(
         "GMM update: Overall avg like per frame = {} over {} frames.",
         f(tot_like / tot_t),
         f(tot_t)
     )));
+    Ok(states)
+}
 
-    let pdf_occs: Vec<f32> = maccs
-        .states
-        .iter()
-        .map(|a| crate::stats::mle_diag::kaldi_vector_sum_f64(&a.occupancy) as f32)
-        .collect();
-    if opts.mix_down != 0 {
-        let rr = merge_by_count(
-            &mut states,
-            dim,
-            &pdf_occs,
-            opts.mix_down,
-            opts.power,
-            opts.min_count,
-        )
-        .map_err(Error::Mismatch)?;
-        if let Some(w) = rr.warning {
-            msgs.push(Msg::Warn(format!("{w}\n")));
-        }
-        msgs.push(Msg::Log(format!(
-            "Merged {} states with target = {}, power = {} and min_count = {}, merged from {} to {}",
-            npdfs, opts.mix_down, f(opts.power), f(opts.min_count), rr.gauss_before, rr.gauss_after
-        )));
+/// `--mix-down`: `AmDiagGmm::MergeByCount`, with Kaldi's log line.
+fn mix_down(
+    states: &mut [StateGmm],
+    dim: usize,
+    pdf_occs: &[f32],
+    opts: &AmEstOptions,
+    msgs: &mut Vec<Msg>,
+) -> Result<()> {
+    let rr = merge_by_count(
+        states,
+        dim,
+        pdf_occs,
+        opts.mix_down,
+        opts.power,
+        opts.min_count,
+    )
+    .map_err(Error::Mismatch)?;
+    if let Some(w) = rr.warning {
+        msgs.push(Msg::Warn(format!("{w}\n")));
     }
-    if opts.mix_up != 0 {
-        let mut rng = KaldiRng::default();
-        let rr = split_by_count(
-            &mut states,
-            dim,
-            &pdf_occs,
-            opts.mix_up,
-            opts.perturb_factor,
-            opts.power,
-            opts.min_count,
-            &mut rng,
-        )
-        .map_err(Error::Mismatch)?;
-        if let Some(w) = rr.warning {
-            msgs.push(Msg::Warn(format!("{w}\n")));
-        }
-        msgs.push(Msg::Log(format!(
-            "Split {} states with target = {}, power = {}, perturb_factor = {} and min_count = {}, split #Gauss from {} to {}",
-            npdfs, opts.mix_up, f(opts.power), f(opts.perturb_factor), f(opts.min_count), rr.gauss_before, rr.gauss_after
-        )));
+    msgs.push(Msg::Log(format!(
+        "Merged {} states with target = {}, power = {} and min_count = {}, merged from {} to {}",
+        states.len(),
+        opts.mix_down,
+        f(opts.power),
+        f(opts.min_count),
+        rr.gauss_before,
+        rr.gauss_after
+    )));
+    Ok(())
+}
+
+/// `--mix-up`: `AmDiagGmm::SplitByCount` (Kaldi's random perturbation,
+/// seeded as Kaldi seeds it), with Kaldi's log line.
+fn mix_up(
+    states: &mut [StateGmm],
+    dim: usize,
+    pdf_occs: &[f32],
+    opts: &AmEstOptions,
+    msgs: &mut Vec<Msg>,
+) -> Result<()> {
+    let mut rng = KaldiRng::default();
+    let rr = split_by_count(
+        states,
+        dim,
+        pdf_occs,
+        opts.mix_up,
+        opts.perturb_factor,
+        opts.power,
+        opts.min_count,
+        &mut rng,
+    )
+    .map_err(Error::Mismatch)?;
+    if let Some(w) = rr.warning {
+        msgs.push(Msg::Warn(format!("{w}\n")));
     }
-    model.am.pdfs = states.iter().map(|s| diag_from_state(s, dim)).collect();
-    Ok((msgs, pdf_occs))
+    msgs.push(Msg::Log(format!(
+        "Split {} states with target = {}, power = {}, perturb_factor = {} and min_count = {}, split #Gauss from {} to {}",
+        states.len(), opts.mix_up, f(opts.power), f(opts.perturb_factor), f(opts.min_count), rr.gauss_before, rr.gauss_after
+    )));
+    Ok(())
 }
 
 fn check_flags(flags: UpdateFlags, acc_flags: UpdateFlags) -> Result<()> {
