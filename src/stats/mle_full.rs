@@ -137,6 +137,63 @@ pub fn mle_full_gmm_update(
     dim: usize,
     gmm: &mut StateGmm,
 ) -> Result<GmmUpdateReport, String> {
+    check_shapes(acc, acc_flags, flags, dim, gmm)?;
+    let vlen = sp_len(dim);
+    let num_gauss = gmm.num_components();
+    gmm.gconsts = full_gconsts(&gmm.weights, &gmm.means_invvars, &gmm.inv_vars, dim)?;
+    let obj_old = full_objective(gmm, acc, dim);
+    let occ_sum = crate::stats::mle_diag::kaldi_vector_sum_f64(&acc.occupancy);
+    let mut normal = FullNormal::of(gmm, dim)?;
+    let old_means = normal.means.clone();
+    let mut report = GmmUpdateReport::default();
+    for i in 0..num_gauss {
+        let occ = acc.occupancy[i];
+        let prob = if occ_sum > 0.0 {
+            occ / occ_sum
+        } else {
+            1.0 / num_gauss as f64
+        };
+        if occ > opts.min_gaussian_occupancy as f64 && prob > opts.min_gaussian_weight as f64 {
+            normal.weights[i] = prob;
+            let update = ComponentUpdate {
+                opts,
+                acc,
+                acc_flags,
+                flags,
+                dim,
+            };
+            update.apply(&mut normal, i, &mut report);
+        } else {
+            keep_or_remove_low_count(opts, &mut normal, i, prob, occ, dim, &mut report);
+        }
+    }
+    normal.copy_to(gmm, &old_means, flags, dim)?;
+    gmm.gconsts = full_gconsts(&gmm.weights, &gmm.means_invvars, &gmm.inv_vars, dim)?;
+    let obj_new = full_objective(gmm, acc, dim);
+    report.obj_change = obj_new - obj_old;
+    report.count = occ_sum as f32;
+    if !report.removed.is_empty() {
+        remove_components(gmm, &report.removed, vlen, dim);
+        gmm.gconsts = full_gconsts(&gmm.weights, &gmm.means_invvars, &gmm.inv_vars, dim)?;
+    }
+    if report.floored_elements > 0 {
+        report.warnings.push(format!(
+            "{} variances floored in {} Gaussians.",
+            report.floored_elements, report.floored_gaussians
+        ));
+    }
+    Ok(report)
+}
+
+/// The flags asked for are among the accumulators', and the accumulators
+/// and the GMM have the same Gaussians of dimension `dim`.
+fn check_shapes(
+    acc: &GmmAccumulator,
+    acc_flags: UpdateFlags,
+    flags: UpdateFlags,
+    dim: usize,
+    gmm: &StateGmm,
+) -> Result<(), String> {
     if (flags.means && !acc_flags.means) || (flags.variances && !acc_flags.variances) {
         return Err("flags in argument do not match the active accumulators".into());
     }
@@ -153,139 +210,173 @@ pub fn mle_full_gmm_update(
             acc.occupancy.len()
         ));
     }
-    gmm.gconsts = full_gconsts(&gmm.weights, &gmm.means_invvars, &gmm.inv_vars, dim)?;
-    let obj_old = full_objective(gmm, acc, dim);
-    let occ_sum = crate::stats::mle_diag::kaldi_vector_sum_f64(&acc.occupancy);
+    Ok(())
+}
 
-    // FullGmmNormal of the current model, in double.
-    let mut n_weights: Vec<f64> = f32s_to_f64(&gmm.weights);
-    let mut n_vars: Vec<Vec<f64>> = Vec::with_capacity(num_gauss);
-    let mut n_means: Vec<Vec<f64>> = Vec::with_capacity(num_gauss);
-    for m in 0..num_gauss {
-        let icov = f32s_to_f64(&gmm.inv_vars[m * vlen..(m + 1) * vlen]);
-        let cov = sp_invert(&icov, dim)
-            .ok_or_else(|| format!("component {m}: inverse covariance is not positive definite"))?;
-        let mi = f32s_to_f64(&gmm.means_invvars[m * dim..(m + 1) * dim]);
-        n_means.push(crate::stats::linalg::sp_vec(&cov, dim, &mi));
-        n_vars.push(cov);
+/// Kaldi's `FullGmmNormal`: weights, means and covariances in double.
+struct FullNormal {
+    weights: Vec<f64>,
+    means: Vec<Vec<f64>>,
+    /// Packed lower-triangular covariances.
+    vars: Vec<Vec<f64>>,
+}
+
+impl FullNormal {
+    /// `FullGmmNormal::CopyFromFullGmm`.
+    fn of(gmm: &StateGmm, dim: usize) -> Result<Self, String> {
+        let vlen = sp_len(dim);
+        let num_gauss = gmm.num_components();
+        let mut vars = Vec::with_capacity(num_gauss);
+        let mut means = Vec::with_capacity(num_gauss);
+        for m in 0..num_gauss {
+            let icov = f32s_to_f64(&gmm.inv_vars[m * vlen..(m + 1) * vlen]);
+            let cov = sp_invert(&icov, dim).ok_or_else(|| {
+                format!("component {m}: inverse covariance is not positive definite")
+            })?;
+            let mi = f32s_to_f64(&gmm.means_invvars[m * dim..(m + 1) * dim]);
+            means.push(crate::stats::linalg::sp_vec(&cov, dim, &mi));
+            vars.push(cov);
+        }
+        Ok(FullNormal {
+            weights: f32s_to_f64(&gmm.weights),
+            means,
+            vars,
+        })
     }
-    let old_means = n_means.clone();
 
-    let mut report = GmmUpdateReport::default();
-    for i in 0..num_gauss {
-        let occ = acc.occupancy[i];
-        let prob = if occ_sum > 0.0 {
-            occ / occ_sum
-        } else {
-            1.0 / num_gauss as f64
-        };
-        if occ > opts.min_gaussian_occupancy as f64 && prob > opts.min_gaussian_weight as f64 {
-            n_weights[i] = prob;
-            let mut oldmean = n_means[i].clone();
-            if acc_flags.means {
-                let inv = 1.0 / occ;
-                for d in 0..dim {
-                    n_means[i][d] = acc.mean_acc[i * dim + d] * inv;
-                }
+    /// `FullGmmNormal::CopyToFullGmm(gmm, flags)`; `old_means` are the
+    /// means before the update (kept where only variances are updated).
+    fn copy_to(
+        &self,
+        gmm: &mut StateGmm,
+        old_means: &[Vec<f64>],
+        flags: UpdateFlags,
+        dim: usize,
+    ) -> Result<(), String> {
+        let vlen = sp_len(dim);
+        if flags.weights {
+            for (w, &nw) in gmm.weights.iter_mut().zip(&self.weights) {
+                *w = nw as f32;
             }
-            if acc_flags.variances {
-                let inv = 1.0 / occ;
-                let mean = &n_means[i];
-                let mut covar: Vec<f64> = acc.var_acc[i * vlen..(i + 1) * vlen]
-                    .iter()
-                    .map(|&x| x * inv)
-                    .collect();
-                let mut k = 0;
-                for a in 0..dim {
-                    for b in 0..=a {
-                        covar[k] += -1.0 * mean[a] * mean[b];
-                        k += 1;
-                    }
+        }
+        for i in 0..self.weights.len() {
+            if flags.variances {
+                // Kaldi copies the double covariance into the float inverse
+                // covariance first, then inverts that in double (`InvertDouble`).
+                let cov32: Vec<f64> = self.vars[i].iter().map(|&x| (x as f32) as f64).collect();
+                let icov = sp_invert(&cov32, dim).ok_or_else(|| {
+                    format!("component {i}: updated covariance is not positive definite")
+                })?;
+                for (dst, &x) in gmm.inv_vars[i * vlen..(i + 1) * vlen].iter_mut().zip(&icov) {
+                    *dst = x as f32;
                 }
                 if !flags.means {
-                    for d in 0..dim {
-                        oldmean[d] += -1.0 * mean[d];
-                    }
-                    let mut k = 0;
-                    for a in 0..dim {
-                        for b in 0..=a {
-                            covar[k] += oldmean[a] * oldmean[b];
-                            k += 1;
-                        }
-                    }
+                    set_means_invvars(gmm, i, dim, &old_means[i]);
                 }
-                let floor = (opts.variance_floor as f64)
-                    .max(max_abs_eig(&covar, dim) / opts.max_condition as f64)
-                    as f32;
-                let floored = apply_eig_floor(&mut covar, dim, floor as f64);
-                if floored != 0 {
-                    report.floored_elements += floored;
-                    report.floored_gaussians += 1;
-                }
-                n_vars[i] = covar;
             }
-        } else if opts.remove_low_count_gaussians && report.removed.len() < num_gauss - 1 {
-            report.warnings.push(format!(
-                "Too little data - removing Gaussian (weight {:.6}, occupation count {:.6}, vector size {dim})",
-                prob, occ
-            ));
-            report.removed.push(i);
-        } else {
-            report.warnings.push(format!(
-                "Gaussian has too little data but not removing it because{}{i}, occ = {}, weight = {}",
-                if opts.remove_low_count_gaussians {
-                    " it is the last Gaussian: i = "
-                } else {
-                    " remove-low-count-gaussians == false: i = "
-                },
-                fmt_g(occ),
-                fmt_g(prob)
-            ));
-            n_weights[i] = prob.max(opts.min_gaussian_weight as f64);
+            if flags.means {
+                set_means_invvars(gmm, i, dim, &self.means[i]);
+            }
         }
+        Ok(())
     }
+}
 
-    // FullGmmNormal::CopyToFullGmm(gmm, flags).
-    if flags.weights {
-        for (w, &nw) in gmm.weights.iter_mut().zip(&n_weights) {
-            *w = nw as f32;
-        }
-    }
-    for i in 0..num_gauss {
-        if flags.variances {
-            // Kaldi copies the double covariance into the float inverse
-            // covariance first, then inverts that in double (`InvertDouble`).
-            let cov32: Vec<f64> = n_vars[i].iter().map(|&x| (x as f32) as f64).collect();
-            let icov = sp_invert(&cov32, dim).ok_or_else(|| {
-                format!("component {i}: updated covariance is not positive definite")
-            })?;
-            for (dst, &x) in gmm.inv_vars[i * vlen..(i + 1) * vlen].iter_mut().zip(&icov) {
-                *dst = x as f32;
+/// The update of one Gaussian with enough data (`MleFullGmmUpdate`'s loop
+/// body): its mean from Σγx, its covariance from Σγxxᵀ around it (around
+/// the old mean when means are not updated), eigenvalues floored.
+struct ComponentUpdate<'a> {
+    opts: &'a MleFullOptions,
+    acc: &'a GmmAccumulator,
+    acc_flags: UpdateFlags,
+    flags: UpdateFlags,
+    dim: usize,
+}
+
+impl ComponentUpdate<'_> {
+    fn apply(&self, normal: &mut FullNormal, i: usize, report: &mut GmmUpdateReport) {
+        let (acc, dim) = (self.acc, self.dim);
+        let vlen = sp_len(dim);
+        let occ = acc.occupancy[i];
+        let mut oldmean = normal.means[i].clone();
+        if self.acc_flags.means {
+            let inv = 1.0 / occ;
+            for d in 0..dim {
+                normal.means[i][d] = acc.mean_acc[i * dim + d] * inv;
             }
-            if !flags.means {
-                set_means_invvars(gmm, i, dim, &old_means[i]);
+        }
+        if !self.acc_flags.variances {
+            return;
+        }
+        let inv = 1.0 / occ;
+        let mean = &normal.means[i];
+        let mut covar: Vec<f64> = acc.var_acc[i * vlen..(i + 1) * vlen]
+            .iter()
+            .map(|&x| x * inv)
+            .collect();
+        let mut k = 0;
+        for a in 0..dim {
+            for b in 0..=a {
+                covar[k] += -1.0 * mean[a] * mean[b];
+                k += 1;
             }
         }
-        if flags.means {
-            let m = n_means[i].clone();
-            set_means_invvars(gmm, i, dim, &m);
+        if !self.flags.means {
+            for d in 0..dim {
+                oldmean[d] += -1.0 * mean[d];
+            }
+            let mut k = 0;
+            for a in 0..dim {
+                for b in 0..=a {
+                    covar[k] += oldmean[a] * oldmean[b];
+                    k += 1;
+                }
+            }
         }
+        let opts = self.opts;
+        let floor = (opts.variance_floor as f64)
+            .max(max_abs_eig(&covar, dim) / opts.max_condition as f64) as f32;
+        let floored = apply_eig_floor(&mut covar, dim, floor as f64);
+        if floored != 0 {
+            report.floored_elements += floored;
+            report.floored_gaussians += 1;
+        }
+        normal.vars[i] = covar;
     }
-    gmm.gconsts = full_gconsts(&gmm.weights, &gmm.means_invvars, &gmm.inv_vars, dim)?;
-    let obj_new = full_objective(gmm, acc, dim);
-    report.obj_change = obj_new - obj_old;
-    report.count = occ_sum as f32;
-    if !report.removed.is_empty() {
-        remove_components(gmm, &report.removed, vlen, dim);
-        gmm.gconsts = full_gconsts(&gmm.weights, &gmm.means_invvars, &gmm.inv_vars, dim)?;
-    }
-    if report.floored_elements > 0 {
+}
+
+/// A Gaussian with too little data: removed (noted in `report`) unless it
+/// is the last or removal is off, in which case its weight is floored;
+/// Kaldi's warning either way.
+fn keep_or_remove_low_count(
+    opts: &MleFullOptions,
+    normal: &mut FullNormal,
+    i: usize,
+    prob: f64,
+    occ: f64,
+    dim: usize,
+    report: &mut GmmUpdateReport,
+) {
+    let num_gauss = normal.weights.len();
+    if opts.remove_low_count_gaussians && report.removed.len() < num_gauss - 1 {
         report.warnings.push(format!(
-            "{} variances floored in {} Gaussians.",
-            report.floored_elements, report.floored_gaussians
+            "Too little data - removing Gaussian (weight {:.6}, occupation count {:.6}, vector size {dim})",
+            prob, occ
         ));
+        report.removed.push(i);
+    } else {
+        report.warnings.push(format!(
+            "Gaussian has too little data but not removing it because{}{i}, occ = {}, weight = {}",
+            if opts.remove_low_count_gaussians {
+                " it is the last Gaussian: i = "
+            } else {
+                " remove-low-count-gaussians == false: i = "
+            },
+            fmt_g(occ),
+            fmt_g(prob)
+        ));
+        normal.weights[i] = prob.max(opts.min_gaussian_weight as f64);
     }
-    Ok(report)
 }
 
 /// `means_invvars[i] = float(Σ⁻¹_float · float(mean))`.
