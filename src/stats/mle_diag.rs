@@ -59,6 +59,108 @@ pub struct GmmUpdateReport {
     pub warnings: Vec<String>,
 }
 
+/// A mixture's Gaussians, in the order its update looks at them: whether
+/// Gaussian `i` may be removed (`opts` ask for it, and it is not the last).
+pub(crate) struct LowCount {
+    pub remove: bool,
+    pub min_occupancy: f32,
+    pub min_weight: f32,
+    pub dim: usize,
+    /// What Kaldi calls the index where removal is off: `g` in the diagonal
+    /// update, `i` in the full one.
+    pub index_word: &'static str,
+}
+
+impl LowCount {
+    /// Removal on or off, the minimum occupancy and weight of a Gaussian
+    /// that is updated, the dimension and the index's word in the warning.
+    pub(crate) fn new(
+        remove: bool,
+        (min_occupancy, min_weight): (f32, f32),
+        dim: usize,
+        index_word: &'static str,
+    ) -> Self {
+        LowCount {
+            remove,
+            min_occupancy,
+            min_weight,
+            dim,
+            index_word,
+        }
+    }
+
+    /// The loop of both updates over a mixture's Gaussians: each one's new
+    /// weight is its share of the occupancy (1/n where there is none);
+    /// those with occupancy and weight above the minima are updated by
+    /// `update`, the others go to [`GmmUpdateReport::too_little_data`].
+    /// `weights` get the new weights.
+    pub(crate) fn each_gaussian(
+        &self,
+        occupancy: &[f64],
+        weights: &mut [f64],
+        report: &mut GmmUpdateReport,
+        mut update: impl FnMut(usize, &mut GmmUpdateReport),
+    ) {
+        let n = occupancy.len();
+        let occ_sum = kaldi_vector_sum_f64(occupancy);
+        for (i, &occ) in occupancy.iter().enumerate() {
+            let prob = if occ_sum > 0.0 {
+                occ / occ_sum
+            } else {
+                1.0 / n as f64
+            };
+            if occ > self.min_occupancy as f64 && prob > self.min_weight as f64 {
+                weights[i] = prob;
+                update(i, report);
+            } else if let Some(w) = report.too_little_data(self, n, i, prob, occ) {
+                weights[i] = w;
+            }
+        }
+    }
+}
+
+impl GmmUpdateReport {
+    /// Notes a Gaussian's `floored` variance elements (none: nothing).
+    pub(crate) fn note_floored(&mut self, floored: usize) {
+        if floored != 0 {
+            self.floored_elements += floored;
+            self.floored_gaussians += 1;
+        }
+    }
+
+    /// Gaussian `i` of `num_gauss`, of weight `prob` and occupancy `occ`,
+    /// has too little data: it is removed (noted here) unless removal is
+    /// off or it would be the last; then it is kept, and its floored
+    /// weight returned. Kaldi's warning either way.
+    pub(crate) fn too_little_data(
+        &mut self,
+        lc: &LowCount,
+        num_gauss: usize,
+        i: usize,
+        prob: f64,
+        occ: f64,
+    ) -> Option<f64> {
+        if lc.remove && self.removed.len() < num_gauss - 1 {
+            self.warnings.push(format!(
+                "Too little data - removing Gaussian (weight {:.6}, occupation count {:.6}, vector size {})",
+                prob, occ, lc.dim
+            ));
+            self.removed.push(i);
+            return None;
+        }
+        let because = match lc.remove {
+            true => " it is the last Gaussian: i = ".to_string(),
+            false => format!(" remove-low-count-gaussians == false: {} = ", lc.index_word),
+        };
+        self.warnings.push(format!(
+            "Gaussian has too little data but not removing it because{because}{i}, occ = {}, weight = {}",
+            crate::stats::fmt_g(occ),
+            crate::stats::fmt_g(prob)
+        ));
+        Some(prob.max(lc.min_weight as f64))
+    }
+}
+
 /// Totals over all mixtures of an acoustic model (`MleAmDiagGmmUpdate`).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct AmUpdateReport {
@@ -226,6 +328,47 @@ pub fn mle_diag_gmm_update(
     dim: usize,
     gmm: &mut StateGmm,
 ) -> Result<GmmUpdateReport, String> {
+    check_shapes(acc, acc_flags, flags, (dim, dim), gmm)?;
+    let occ_sum = kaldi_vector_sum_f64(&acc.occupancy);
+    gmm.gconsts = diag_gconsts(&gmm.weights, &gmm.means_invvars, &gmm.inv_vars, dim)?;
+    let obj_old = diag_objective(gmm, acc, dim);
+    let mut normal = DiagNormal::of(gmm, dim);
+    let old_means = normal.means.clone();
+    let mut report = GmmUpdateReport::default();
+    let low_count = LowCount::new(
+        opts.remove_low_count_gaussians,
+        (opts.min_gaussian_occupancy, opts.min_gaussian_weight),
+        dim,
+        "g",
+    );
+    let mut weights = std::mem::take(&mut normal.weights);
+    low_count.each_gaussian(&acc.occupancy, &mut weights, &mut report, |i, report| {
+        let floored = normal.update(i, acc, acc_flags, flags, &old_means, opts.min_variance);
+        report.note_floored(floored);
+    });
+    normal.weights = weights;
+    normal.copy_to(gmm, &old_means, flags);
+    gmm.gconsts = diag_gconsts(&gmm.weights, &gmm.means_invvars, &gmm.inv_vars, dim)?;
+    let obj_new = diag_objective(gmm, acc, dim);
+    report.obj_change = obj_new - obj_old;
+    report.count = occ_sum as f32;
+    if !report.removed.is_empty() {
+        remove_components(gmm, &report.removed, dim, dim);
+        gmm.gconsts = diag_gconsts(&gmm.weights, &gmm.means_invvars, &gmm.inv_vars, dim)?;
+    }
+    Ok(report)
+}
+
+/// The flags asked for are among the accumulators', and the accumulators
+/// and the GMM have the same Gaussians of dimension `dim`, with `vlen`
+/// second-order values each (`dim` diagonal, `dim(dim+1)/2` full).
+pub(crate) fn check_shapes(
+    acc: &GmmAccumulator,
+    acc_flags: UpdateFlags,
+    flags: UpdateFlags,
+    (dim, vlen): (usize, usize),
+    gmm: &StateGmm,
+) -> Result<(), String> {
     if (flags.means && !acc_flags.means) || (flags.variances && !acc_flags.variances) {
         return Err("flags in argument do not match the active accumulators".into());
     }
@@ -237,120 +380,112 @@ pub fn mle_diag_gmm_update(
         ));
     }
     if (acc_flags.means && acc.mean_acc.len() != num_gauss * dim)
-        || (acc_flags.variances && acc.var_acc.len() != num_gauss * dim)
+        || (acc_flags.variances && acc.var_acc.len() != num_gauss * vlen)
         || gmm.means_invvars.len() != num_gauss * dim
-        || gmm.inv_vars.len() != num_gauss * dim
+        || gmm.inv_vars.len() != num_gauss * vlen
     {
         return Err(format!(
             "accumulator or GMM dimension does not match {dim} (Kaldi: dimension mismatch)"
         ));
     }
-    let occ_sum = kaldi_vector_sum_f64(&acc.occupancy);
-    gmm.gconsts = diag_gconsts(&gmm.weights, &gmm.means_invvars, &gmm.inv_vars, dim)?;
-    let obj_old = diag_objective(gmm, acc, dim);
+    Ok(())
+}
 
-    // DiagGmmNormal of the current model, in double.
-    let mut n_weights: Vec<f64> = gmm.weights.iter().map(|&w| w as f64).collect();
-    let mut n_vars: Vec<f64> = gmm.inv_vars.iter().map(|&v| 1.0 / v as f64).collect();
-    let mut n_means: Vec<f64> = gmm
-        .means_invvars
-        .iter()
-        .zip(&n_vars)
-        .map(|(&m, &v)| m as f64 * v)
-        .collect();
-    let old_means = n_means.clone();
+/// Kaldi's `DiagGmmNormal`: weights, means and variances in double (the
+/// means and variances `dim` a Gaussian, back to back).
+struct DiagNormal {
+    weights: Vec<f64>,
+    means: Vec<f64>,
+    vars: Vec<f64>,
+    dim: usize,
+}
 
-    let mut report = GmmUpdateReport::default();
-    let floor = opts.min_variance as f64;
-    for i in 0..num_gauss {
+impl DiagNormal {
+    /// `DiagGmmNormal::CopyFromDiagGmm`.
+    fn of(gmm: &StateGmm, dim: usize) -> Self {
+        let vars: Vec<f64> = gmm.inv_vars.iter().map(|&v| 1.0 / v as f64).collect();
+        let means = gmm
+            .means_invvars
+            .iter()
+            .zip(&vars)
+            .map(|(&m, &v)| m as f64 * v)
+            .collect();
+        DiagNormal {
+            weights: gmm.weights.iter().map(|&w| w as f64).collect(),
+            means,
+            vars,
+            dim,
+        }
+    }
+
+    /// Gaussian `i`'s mean from Σγx and variance from Σγx² around it
+    /// (around the old mean too where means are not updated), floored at
+    /// `min_variance`; the number of elements floored.
+    fn update(
+        &mut self,
+        i: usize,
+        acc: &GmmAccumulator,
+        acc_flags: UpdateFlags,
+        flags: UpdateFlags,
+        old_means: &[f64],
+        min_variance: f32,
+    ) -> usize {
+        let dim = self.dim;
         let occ = acc.occupancy[i];
-        let prob = if occ_sum > 0.0 {
-            occ / occ_sum
-        } else {
-            1.0 / num_gauss as f64
-        };
-        if occ > opts.min_gaussian_occupancy as f64 && prob > opts.min_gaussian_weight as f64 {
-            n_weights[i] = prob;
-            let r = i * dim..(i + 1) * dim;
-            if acc_flags.means || acc_flags.variances {
-                let inv = 1.0 / occ;
-                for (m, &x) in n_means[r.clone()].iter_mut().zip(&acc.mean_acc[r.clone()]) {
-                    *m = x * inv;
-                }
+        let r = i * dim..(i + 1) * dim;
+        if acc_flags.means || acc_flags.variances {
+            let inv = 1.0 / occ;
+            for (m, &x) in self.means[r.clone()]
+                .iter_mut()
+                .zip(&acc.mean_acc[r.clone()])
+            {
+                *m = x * inv;
             }
-            if acc_flags.variances {
-                let inv = 1.0 / occ;
-                let mut floored = 0;
-                for d in 0..dim {
-                    let k = i * dim + d;
-                    let mut var = acc.var_acc[k] * inv;
-                    var += -1.0 * n_means[k] * n_means[k];
-                    if !flags.means {
-                        let diff = old_means[k] + -1.0 * n_means[k];
-                        var += 1.0 * diff * diff;
-                    }
-                    if var < floor {
-                        var = floor;
-                        floored += 1;
-                    }
-                    n_vars[k] = var;
-                }
-                if floored != 0 {
-                    report.floored_elements += floored;
-                    report.floored_gaussians += 1;
-                }
-            }
-        } else if opts.remove_low_count_gaussians && report.removed.len() < num_gauss - 1 {
-            report.warnings.push(format!(
-                "Too little data - removing Gaussian (weight {:.6}, occupation count {:.6}, vector size {dim})",
-                prob, occ
-            ));
-            report.removed.push(i);
-        } else {
-            report.warnings.push(format!(
-                "Gaussian has too little data but not removing it because{}{i}, occ = {}, weight = {}",
-                if opts.remove_low_count_gaussians {
-                    " it is the last Gaussian: i = "
-                } else {
-                    " remove-low-count-gaussians == false: g = "
-                },
-                crate::stats::fmt_g(occ),
-                crate::stats::fmt_g(prob)
-            ));
-            n_weights[i] = prob.max(opts.min_gaussian_weight as f64);
         }
+        if !acc_flags.variances {
+            return 0;
+        }
+        let inv = 1.0 / occ;
+        let floor = min_variance as f64;
+        let mut floored = 0;
+        for k in r {
+            let mut var = acc.var_acc[k] * inv;
+            var += -1.0 * self.means[k] * self.means[k];
+            if !flags.means {
+                let diff = old_means[k] + -1.0 * self.means[k];
+                var += 1.0 * diff * diff;
+            }
+            if var < floor {
+                var = floor;
+                floored += 1;
+            }
+            self.vars[k] = var;
+        }
+        floored
     }
 
-    // DiagGmmNormal::CopyToDiagGmm(gmm, flags), float conversions as Kaldi.
-    if flags.weights {
-        for (w, &nw) in gmm.weights.iter_mut().zip(&n_weights) {
-            *w = nw as f32;
-        }
-    }
-    if flags.variances {
-        for (iv, &v) in gmm.inv_vars.iter_mut().zip(&n_vars) {
-            *iv = 1.0f32 / (v as f32);
-        }
-        if !flags.means {
-            for k in 0..num_gauss * dim {
-                gmm.means_invvars[k] = (old_means[k] as f32) * gmm.inv_vars[k];
+    /// `DiagGmmNormal::CopyToDiagGmm(gmm, flags)`, float conversions as
+    /// Kaldi; `old_means` are the means before the update.
+    fn copy_to(&self, gmm: &mut StateGmm, old_means: &[f64], flags: UpdateFlags) {
+        if flags.weights {
+            for (w, &nw) in gmm.weights.iter_mut().zip(&self.weights) {
+                *w = nw as f32;
             }
         }
-    }
-    if flags.means {
-        for k in 0..num_gauss * dim {
-            gmm.means_invvars[k] = (n_means[k] as f32) * gmm.inv_vars[k];
+        if flags.variances {
+            for (iv, &v) in gmm.inv_vars.iter_mut().zip(&self.vars) {
+                *iv = 1.0f32 / (v as f32);
+            }
+        }
+        let means = match (flags.means, flags.variances) {
+            (true, _) => &self.means,
+            (false, true) => old_means,
+            (false, false) => return,
+        };
+        for ((mi, &m), &iv) in gmm.means_invvars.iter_mut().zip(means).zip(&gmm.inv_vars) {
+            *mi = (m as f32) * iv;
         }
     }
-    gmm.gconsts = diag_gconsts(&gmm.weights, &gmm.means_invvars, &gmm.inv_vars, dim)?;
-    let obj_new = diag_objective(gmm, acc, dim);
-    report.obj_change = obj_new - obj_old;
-    report.count = occ_sum as f32;
-    if !report.removed.is_empty() {
-        remove_components(gmm, &report.removed, dim, dim);
-        gmm.gconsts = diag_gconsts(&gmm.weights, &gmm.means_invvars, &gmm.inv_vars, dim)?;
-    }
-    Ok(report)
 }
 
 /// `MleAmDiagGmmUpdate` over every state of a model; the per-mixture values
@@ -494,6 +629,83 @@ mod tests {
         );
         // Parameters untouched.
         assert_eq!(g.means_invvars, vec![0.0]);
+    }
+
+    /// Accumulators of another shape than the GMM (Gaussians, dimension,
+    /// or flags they lack) are errors saying which, never a panic.
+    #[test]
+    fn mismatched_accumulators_are_errors() {
+        let acc = acc_from_frames(&[(0, 1.0, vec![0.5, 1.0])], 1, 2);
+        let upd = |g: &mut StateGmm, acc_flags: UpdateFlags| {
+            mle_diag_gmm_update(
+                &MleDiagOptions::default(),
+                &acc,
+                acc_flags,
+                UpdateFlags::default(),
+                2,
+                g,
+            )
+        };
+        let two = gmm_from(&[0.5, 0.5], &[0.0, 0.0, 1.0, 1.0], &[1.0; 4], 2);
+        let err = upd(&mut two.clone(), UpdateFlags::default()).unwrap_err();
+        assert!(err.contains("1 components but the GMM has 2"), "{err}");
+        let wide = gmm_from(&[1.0], &[0.0; 3], &[1.0; 3], 3);
+        let err = upd(&mut wide.clone(), UpdateFlags::default()).unwrap_err();
+        assert!(err.contains("dimension does not match 2"), "{err}");
+        let one = gmm_from(&[1.0], &[0.0; 2], &[1.0; 2], 2);
+        let no_vars = UpdateFlags {
+            variances: false,
+            ..UpdateFlags::default()
+        };
+        let err = upd(&mut one.clone(), no_vars).unwrap_err();
+        assert!(
+            err.contains("do not match the active accumulators"),
+            "{err}"
+        );
+    }
+
+    /// With removal off, a Gaussian of too little data is kept with its
+    /// weight floored, in Kaldi's words (the diagonal update names the
+    /// index `g`, the full one `i`); with it on, all but the last go.
+    #[test]
+    fn too_little_data_keeps_or_removes_in_kaldis_words() {
+        let lc = |remove, index_word| LowCount {
+            remove,
+            min_occupancy: 10.0,
+            min_weight: 1e-5,
+            dim: 3,
+            index_word,
+        };
+        let mut r = GmmUpdateReport::default();
+        assert_eq!(
+            r.too_little_data(&lc(false, "g"), 2, 1, 1e-7, 0.5),
+            Some(1e-5f32 as f64)
+        );
+        assert_eq!(
+            r.too_little_data(&lc(false, "i"), 2, 0, 0.25, 2.0),
+            Some(0.25)
+        );
+        assert_eq!(
+            r.warnings,
+            vec![
+                "Gaussian has too little data but not removing it because remove-low-count-gaussians == false: g = 1, occ = 0.5, weight = 1e-07",
+                "Gaussian has too little data but not removing it because remove-low-count-gaussians == false: i = 0, occ = 2, weight = 0.25",
+            ]
+        );
+        let mut r = GmmUpdateReport::default();
+        assert_eq!(r.too_little_data(&lc(true, "g"), 2, 0, 0.125, 1.5), None);
+        assert_eq!(
+            r.too_little_data(&lc(true, "g"), 2, 1, 0.125, 1.5),
+            Some(0.125)
+        );
+        assert_eq!(r.removed, vec![0]);
+        assert_eq!(
+            r.warnings,
+            vec![
+                "Too little data - removing Gaussian (weight 0.125000, occupation count 1.500000, vector size 3)",
+                "Gaussian has too little data but not removing it because it is the last Gaussian: i = 1, occ = 1.5, weight = 0.125",
+            ]
+        );
     }
 
     #[test]

@@ -12,8 +12,10 @@
 
 use crate::model::StateGmm;
 use crate::stats::linalg::{apply_eig_floor, log_pos_def_det, max_abs_eig, sp_invert, sp_len};
-use crate::stats::mle_diag::{blas_sdot, remove_components, GmmUpdateReport, LOG_2PI};
-use crate::stats::{fmt_g, GmmAccumulator, UpdateFlags};
+use crate::stats::mle_diag::{
+    blas_sdot, check_shapes, remove_components, GmmUpdateReport, LowCount, LOG_2PI,
+};
+use crate::stats::{GmmAccumulator, UpdateFlags};
 
 /// `MleFullGmmOptions`: Kaldi's option names are in the field docs.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -137,36 +139,32 @@ pub fn mle_full_gmm_update(
     dim: usize,
     gmm: &mut StateGmm,
 ) -> Result<GmmUpdateReport, String> {
-    check_shapes(acc, acc_flags, flags, dim, gmm)?;
+    check_shapes(acc, acc_flags, flags, (dim, sp_len(dim)), gmm)?;
     let vlen = sp_len(dim);
-    let num_gauss = gmm.num_components();
     gmm.gconsts = full_gconsts(&gmm.weights, &gmm.means_invvars, &gmm.inv_vars, dim)?;
     let obj_old = full_objective(gmm, acc, dim);
     let occ_sum = crate::stats::mle_diag::kaldi_vector_sum_f64(&acc.occupancy);
     let mut normal = FullNormal::of(gmm, dim)?;
     let old_means = normal.means.clone();
     let mut report = GmmUpdateReport::default();
-    for i in 0..num_gauss {
-        let occ = acc.occupancy[i];
-        let prob = if occ_sum > 0.0 {
-            occ / occ_sum
-        } else {
-            1.0 / num_gauss as f64
-        };
-        if occ > opts.min_gaussian_occupancy as f64 && prob > opts.min_gaussian_weight as f64 {
-            normal.weights[i] = prob;
-            let update = ComponentUpdate {
-                opts,
-                acc,
-                acc_flags,
-                flags,
-                dim,
-            };
-            update.apply(&mut normal, i, &mut report);
-        } else {
-            keep_or_remove_low_count(opts, &mut normal, i, prob, occ, dim, &mut report);
-        }
-    }
+    let low_count = LowCount::new(
+        opts.remove_low_count_gaussians,
+        (opts.min_gaussian_occupancy, opts.min_gaussian_weight),
+        dim,
+        "i",
+    );
+    let update = ComponentUpdate {
+        opts,
+        acc,
+        acc_flags,
+        flags,
+        dim,
+    };
+    let mut weights = std::mem::take(&mut normal.weights);
+    low_count.each_gaussian(&acc.occupancy, &mut weights, &mut report, |i, report| {
+        update.apply(&mut normal, i, report)
+    });
+    normal.weights = weights;
     normal.copy_to(gmm, &old_means, flags, dim)?;
     gmm.gconsts = full_gconsts(&gmm.weights, &gmm.means_invvars, &gmm.inv_vars, dim)?;
     let obj_new = full_objective(gmm, acc, dim);
@@ -183,34 +181,6 @@ pub fn mle_full_gmm_update(
         ));
     }
     Ok(report)
-}
-
-/// The flags asked for are among the accumulators', and the accumulators
-/// and the GMM have the same Gaussians of dimension `dim`.
-fn check_shapes(
-    acc: &GmmAccumulator,
-    acc_flags: UpdateFlags,
-    flags: UpdateFlags,
-    dim: usize,
-    gmm: &StateGmm,
-) -> Result<(), String> {
-    if (flags.means && !acc_flags.means) || (flags.variances && !acc_flags.variances) {
-        return Err("flags in argument do not match the active accumulators".into());
-    }
-    let vlen = sp_len(dim);
-    let num_gauss = gmm.num_components();
-    if acc.occupancy.len() != num_gauss
-        || (acc_flags.means && acc.mean_acc.len() != num_gauss * dim)
-        || (acc_flags.variances && acc.var_acc.len() != num_gauss * vlen)
-        || gmm.means_invvars.len() != num_gauss * dim
-        || gmm.inv_vars.len() != num_gauss * vlen
-    {
-        return Err(format!(
-            "accumulator ({} components) does not match the GMM ({num_gauss} components, dim {dim})",
-            acc.occupancy.len()
-        ));
-    }
-    Ok(())
 }
 
 /// Kaldi's `FullGmmNormal`: weights, means and covariances in double.
@@ -336,46 +306,8 @@ impl ComponentUpdate<'_> {
         let opts = self.opts;
         let floor = (opts.variance_floor as f64)
             .max(max_abs_eig(&covar, dim) / opts.max_condition as f64) as f32;
-        let floored = apply_eig_floor(&mut covar, dim, floor as f64);
-        if floored != 0 {
-            report.floored_elements += floored;
-            report.floored_gaussians += 1;
-        }
+        report.note_floored(apply_eig_floor(&mut covar, dim, floor as f64));
         normal.vars[i] = covar;
-    }
-}
-
-/// A Gaussian with too little data: removed (noted in `report`) unless it
-/// is the last or removal is off, in which case its weight is floored;
-/// Kaldi's warning either way.
-fn keep_or_remove_low_count(
-    opts: &MleFullOptions,
-    normal: &mut FullNormal,
-    i: usize,
-    prob: f64,
-    occ: f64,
-    dim: usize,
-    report: &mut GmmUpdateReport,
-) {
-    let num_gauss = normal.weights.len();
-    if opts.remove_low_count_gaussians && report.removed.len() < num_gauss - 1 {
-        report.warnings.push(format!(
-            "Too little data - removing Gaussian (weight {:.6}, occupation count {:.6}, vector size {dim})",
-            prob, occ
-        ));
-        report.removed.push(i);
-    } else {
-        report.warnings.push(format!(
-            "Gaussian has too little data but not removing it because{}{i}, occ = {}, weight = {}",
-            if opts.remove_low_count_gaussians {
-                " it is the last Gaussian: i = "
-            } else {
-                " remove-low-count-gaussians == false: i = "
-            },
-            fmt_g(occ),
-            fmt_g(prob)
-        ));
-        normal.weights[i] = prob.max(opts.min_gaussian_weight as f64);
     }
 }
 
