@@ -59,8 +59,9 @@ pub struct GmmUpdateReport {
     pub warnings: Vec<String>,
 }
 
-/// A mixture's Gaussians, in the order its update looks at them: whether
-/// Gaussian `i` may be removed (`opts` ask for it, and it is not the last).
+/// How both updates treat a mixture's Gaussians of too little data: the
+/// minimum occupancy and weight of one that is updated, whether the others
+/// are removed, and the words of Kaldi's warning.
 pub(crate) struct LowCount {
     pub remove: bool,
     pub min_occupancy: f32,
@@ -72,11 +73,10 @@ pub(crate) struct LowCount {
 }
 
 impl LowCount {
-    /// Removal on or off, the minimum occupancy and weight of a Gaussian
-    /// that is updated, the dimension and the index's word in the warning.
     pub(crate) fn new(
         remove: bool,
-        (min_occupancy, min_weight): (f32, f32),
+        min_occupancy: f32,
+        min_weight: f32,
         dim: usize,
         index_word: &'static str,
     ) -> Self {
@@ -93,16 +93,16 @@ impl LowCount {
     /// weight is its share of the occupancy (1/n where there is none);
     /// those with occupancy and weight above the minima are updated by
     /// `update`, the others go to [`GmmUpdateReport::too_little_data`].
-    /// `weights` get the new weights.
+    /// `weights` get the new weights; `occ_sum` is the occupancies' sum.
     pub(crate) fn each_gaussian(
         &self,
         occupancy: &[f64],
+        occ_sum: f64,
         weights: &mut [f64],
         report: &mut GmmUpdateReport,
         mut update: impl FnMut(usize, &mut GmmUpdateReport),
     ) {
         let n = occupancy.len();
-        let occ_sum = kaldi_vector_sum_f64(occupancy);
         for (i, &occ) in occupancy.iter().enumerate() {
             let prob = if occ_sum > 0.0 {
                 occ / occ_sum
@@ -328,7 +328,7 @@ pub fn mle_diag_gmm_update(
     dim: usize,
     gmm: &mut StateGmm,
 ) -> Result<GmmUpdateReport, String> {
-    check_shapes(acc, acc_flags, flags, (dim, dim), gmm)?;
+    check_shapes(acc, acc_flags, flags, dim, dim, gmm)?;
     let occ_sum = kaldi_vector_sum_f64(&acc.occupancy);
     gmm.gconsts = diag_gconsts(&gmm.weights, &gmm.means_invvars, &gmm.inv_vars, dim)?;
     let obj_old = diag_objective(gmm, acc, dim);
@@ -337,15 +337,22 @@ pub fn mle_diag_gmm_update(
     let mut report = GmmUpdateReport::default();
     let low_count = LowCount::new(
         opts.remove_low_count_gaussians,
-        (opts.min_gaussian_occupancy, opts.min_gaussian_weight),
+        opts.min_gaussian_occupancy,
+        opts.min_gaussian_weight,
         dim,
         "g",
     );
     let mut weights = std::mem::take(&mut normal.weights);
-    low_count.each_gaussian(&acc.occupancy, &mut weights, &mut report, |i, report| {
-        let floored = normal.update(i, acc, acc_flags, flags, &old_means, opts.min_variance);
-        report.note_floored(floored);
-    });
+    low_count.each_gaussian(
+        &acc.occupancy,
+        occ_sum,
+        &mut weights,
+        &mut report,
+        |i, report| {
+            let floored = normal.update(i, acc, acc_flags, flags, &old_means, opts.min_variance);
+            report.note_floored(floored);
+        },
+    );
     normal.weights = weights;
     normal.copy_to(gmm, &old_means, flags);
     gmm.gconsts = diag_gconsts(&gmm.weights, &gmm.means_invvars, &gmm.inv_vars, dim)?;
@@ -366,7 +373,8 @@ pub(crate) fn check_shapes(
     acc: &GmmAccumulator,
     acc_flags: UpdateFlags,
     flags: UpdateFlags,
-    (dim, vlen): (usize, usize),
+    dim: usize,
+    vlen: usize,
     gmm: &StateGmm,
 ) -> Result<(), String> {
     if (flags.means && !acc_flags.means) || (flags.variances && !acc_flags.variances) {
@@ -669,13 +677,7 @@ mod tests {
     /// index `g`, the full one `i`); with it on, all but the last go.
     #[test]
     fn too_little_data_keeps_or_removes_in_kaldis_words() {
-        let lc = |remove, index_word| LowCount {
-            remove,
-            min_occupancy: 10.0,
-            min_weight: 1e-5,
-            dim: 3,
-            index_word,
-        };
+        let lc = |remove, index_word| LowCount::new(remove, 10.0, 1e-5, 3, index_word);
         let mut r = GmmUpdateReport::default();
         assert_eq!(
             r.too_little_data(&lc(false, "g"), 2, 1, 1e-7, 0.5),

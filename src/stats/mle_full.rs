@@ -139,7 +139,7 @@ pub fn mle_full_gmm_update(
     dim: usize,
     gmm: &mut StateGmm,
 ) -> Result<GmmUpdateReport, String> {
-    check_shapes(acc, acc_flags, flags, (dim, sp_len(dim)), gmm)?;
+    check_shapes(acc, acc_flags, flags, dim, sp_len(dim), gmm)?;
     let vlen = sp_len(dim);
     gmm.gconsts = full_gconsts(&gmm.weights, &gmm.means_invvars, &gmm.inv_vars, dim)?;
     let obj_old = full_objective(gmm, acc, dim);
@@ -149,21 +149,21 @@ pub fn mle_full_gmm_update(
     let mut report = GmmUpdateReport::default();
     let low_count = LowCount::new(
         opts.remove_low_count_gaussians,
-        (opts.min_gaussian_occupancy, opts.min_gaussian_weight),
+        opts.min_gaussian_occupancy,
+        opts.min_gaussian_weight,
         dim,
         "i",
     );
-    let update = ComponentUpdate {
-        opts,
-        acc,
-        acc_flags,
-        flags,
-        dim,
-    };
     let mut weights = std::mem::take(&mut normal.weights);
-    low_count.each_gaussian(&acc.occupancy, &mut weights, &mut report, |i, report| {
-        update.apply(&mut normal, i, report)
-    });
+    low_count.each_gaussian(
+        &acc.occupancy,
+        occ_sum,
+        &mut weights,
+        &mut report,
+        |i, report| {
+            report.note_floored(normal.update(i, acc, acc_flags, flags, opts));
+        },
+    );
     normal.weights = weights;
     normal.copy_to(gmm, &old_means, flags, dim)?;
     gmm.gconsts = full_gconsts(&gmm.weights, &gmm.means_invvars, &gmm.inv_vars, dim)?;
@@ -250,36 +250,34 @@ impl FullNormal {
         }
         Ok(())
     }
-}
 
-/// The update of one Gaussian with enough data (`MleFullGmmUpdate`'s loop
-/// body): its mean from Σγx, its covariance from Σγxxᵀ around it (around
-/// the old mean when means are not updated), eigenvalues floored.
-struct ComponentUpdate<'a> {
-    opts: &'a MleFullOptions,
-    acc: &'a GmmAccumulator,
-    acc_flags: UpdateFlags,
-    flags: UpdateFlags,
-    dim: usize,
-}
-
-impl ComponentUpdate<'_> {
-    fn apply(&self, normal: &mut FullNormal, i: usize, report: &mut GmmUpdateReport) {
-        let (acc, dim) = (self.acc, self.dim);
+    /// Gaussian `i`'s mean from Σγx and covariance from Σγxxᵀ around it
+    /// (around the old mean too where means are not updated), its
+    /// eigenvalues floored (`MleFullGmmUpdate`'s loop body); the number of
+    /// eigenvalues floored.
+    fn update(
+        &mut self,
+        i: usize,
+        acc: &GmmAccumulator,
+        acc_flags: UpdateFlags,
+        flags: UpdateFlags,
+        opts: &MleFullOptions,
+    ) -> usize {
+        let dim = self.means[i].len();
         let vlen = sp_len(dim);
         let occ = acc.occupancy[i];
-        let mut oldmean = normal.means[i].clone();
-        if self.acc_flags.means {
+        let mut oldmean = self.means[i].clone();
+        if acc_flags.means {
             let inv = 1.0 / occ;
             for d in 0..dim {
-                normal.means[i][d] = acc.mean_acc[i * dim + d] * inv;
+                self.means[i][d] = acc.mean_acc[i * dim + d] * inv;
             }
         }
-        if !self.acc_flags.variances {
-            return;
+        if !acc_flags.variances {
+            return 0;
         }
         let inv = 1.0 / occ;
-        let mean = &normal.means[i];
+        let mean = &self.means[i];
         let mut covar: Vec<f64> = acc.var_acc[i * vlen..(i + 1) * vlen]
             .iter()
             .map(|&x| x * inv)
@@ -291,7 +289,7 @@ impl ComponentUpdate<'_> {
                 k += 1;
             }
         }
-        if !self.flags.means {
+        if !flags.means {
             for d in 0..dim {
                 oldmean[d] += -1.0 * mean[d];
             }
@@ -303,11 +301,11 @@ impl ComponentUpdate<'_> {
                 }
             }
         }
-        let opts = self.opts;
         let floor = (opts.variance_floor as f64)
             .max(max_abs_eig(&covar, dim) / opts.max_condition as f64) as f32;
-        report.note_floored(apply_eig_floor(&mut covar, dim, floor as f64));
-        normal.vars[i] = covar;
+        let floored = apply_eig_floor(&mut covar, dim, floor as f64);
+        self.vars[i] = covar;
+        floored
     }
 }
 
