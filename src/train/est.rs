@@ -150,7 +150,7 @@ fn check_accs_fit(model: &KaldiModel, gmm: &AccumAmDiagGmm) -> Result<()> {
     Ok(())
 }
 
-/// `TransitionModel::MleUpdate` (or `MapUpdate`'s shared form) of
+/// `TransitionModel::MleUpdate` (`MleUpdateShared` with `--share-for-pdfs`) of
 /// `model`'s transition probabilities, with Kaldi's log lines.
 fn update_transitions(
     model: &mut KaldiModel,
