@@ -249,14 +249,41 @@ pub fn diag_objective(gmm: &StateGmm, acc: &GmmAccumulator, dim: usize) -> f32 {
     obj
 }
 
-/// Kaldi's `VectorBase<Real>::Sum()`: a sequential sum in double.
+/// Kaldi's `VectorBase<float>::Sum()`. Kaldi takes it as a BLAS dot
+/// product with a one-element array of 1.0 at stride 0
+/// (`cblas_sdot(n, v, 1, one, 0)`), so OpenBLAS's x86-64 `sdot` sums it on
+/// its strided path: two elements at a time added in float, each pair
+/// added into a double, then an odd last element; the total rounded to
+/// float. (The products by 1.0 are exact, so no multiply-add changes it.)
 pub fn kaldi_vector_sum(v: &[f32]) -> f32 {
-    v.iter().map(|&x| x as f64).sum::<f64>() as f32
+    let pairs = v.chunks_exact(2);
+    let odd = pairs.remainder();
+    let mut sum = 0.0f64;
+    for p in pairs {
+        sum += (p[0] + p[1]) as f64;
+    }
+    for &x in odd {
+        sum += x as f64;
+    }
+    sum as f32
 }
 
-/// [`kaldi_vector_sum`] of a `Vector<double>`.
+/// Kaldi's `VectorBase<double>::Sum()`, as [`kaldi_vector_sum`] a dot
+/// product at stride 0 (`cblas_ddot`), which OpenBLAS's x86-64 `ddot` sums
+/// on its strided path: by blocks of four, elements 0 + 2 into one running
+/// sum and 1 + 3 into another, the tail into the first, the two added last.
 pub fn kaldi_vector_sum_f64(v: &[f64]) -> f64 {
-    v.iter().sum()
+    let quads = v.chunks_exact(4);
+    let tail = quads.remainder();
+    let (mut even, mut odd) = (0.0f64, 0.0f64);
+    for q in quads {
+        even += q[0] + q[2];
+        odd += q[1] + q[3];
+    }
+    for &x in tail {
+        even += x;
+    }
+    even + odd
 }
 
 /// A float dot product summed as OpenBLAS's x86-64 `sdot` kernel (the one
@@ -532,6 +559,34 @@ pub fn mle_am_diag_update(
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// Kaldi's float `Sum()` adds pairs in float before the double sum:
+    /// 1 + 1e-8 and −1 + 1e-8 both round to ±1 in float, so the pairs
+    /// cancel exactly (a sequential double sum keeps 2e-8), and an odd last
+    /// element is added to the double sum on its own.
+    #[test]
+    fn float_sum_adds_pairs_in_float_as_openblas_strided_sdot() {
+        assert_eq!(kaldi_vector_sum(&[1.0, 1e-8, -1.0, 1e-8]), 0.0);
+        assert_eq!(kaldi_vector_sum(&[1.0, 1e-8, -1.0]), 0.0);
+        assert_eq!(kaldi_vector_sum(&[1e-8, 1e-8, 1.0]), 1.0);
+        assert_eq!(kaldi_vector_sum(&[]), 0.0);
+        let v: Vec<f32> = (0..9).map(|i| 0.1 * i as f32).collect();
+        let pairs: f64 = v.chunks(2).map(|p| p.iter().sum::<f32>() as f64).sum();
+        assert_eq!(kaldi_vector_sum(&v), pairs as f32);
+    }
+
+    /// Kaldi's double `Sum()` keeps two running sums (elements 0, 2 and
+    /// 1, 3 of each block of four; the tail in the first): 1e16 and −1e16
+    /// meet in one sum and cancel, leaving both ones (a sequential sum
+    /// loses the first one to rounding).
+    #[test]
+    fn double_sum_keeps_two_running_sums_as_openblas_strided_ddot() {
+        let v = [1e16, 1.0, -1e16, 1.0];
+        assert_eq!(kaldi_vector_sum_f64(&v), 2.0);
+        assert_eq!(v.iter().fold(0.0, |a, b| a + b), 1.0);
+        assert_eq!(kaldi_vector_sum_f64(&[1e16, 1.0, -1e16, 1.0, 0.5]), 2.5);
+        assert_eq!(kaldi_vector_sum_f64(&[]), 0.0);
+    }
 
     /// A one-component, one-dimensional model from mean/var/weight.
     fn gmm_from(weights: &[f32], means: &[f32], vars: &[f32], dim: usize) -> StateGmm {
