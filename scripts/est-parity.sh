@@ -16,9 +16,9 @@ K=$W/kaldi-f4007661
 [ -d "$K" ] && [ -d shims ] || { echo "$0: $W is not a kaldi-recipe.sh work folder" >&2; exit 2; }
 export LD_LIBRARY_PATH=$K/lib LC_ALL=C PATH=$K/bin:$W/utils:$PATH
 mkdir -p parity
-# patch SCRIPT REMOVE_LINES EST_OPTS: a copy of steps/SCRIPT whose per-iteration clean-up
+# patched_copy SCRIPT REMOVE_LINES EST_OPTS: a copy of steps/SCRIPT whose per-iteration clean-up
 # is replaced by the comparison (EST_OPTS: the script's own gmm-est options).
-patch() {
+patched_copy() {
   python3 - "$W" "$@" <<'PY'
 import sys
 w, script, remove, opts = sys.argv[1:5]
@@ -36,8 +36,8 @@ s = s.replace('. parse_options.sh || exit 1;\n', '. parse_options.sh || exit 1;\
 open(f'{w}/parity/{script}', 'w').write(s)
 PY
 }
-patch train_mono.sh $'    rm $dir/$x.mdl $dir/$x.*.acc $dir/$x.occs 2>/dev/null\n' '--mix-up=$numgauss --power=$power'
-patch train_deltas.sh $'    rm $dir/$x.mdl $dir/$x.*.acc\n    rm $dir/$x.occs\n' '--mix-up=$numgauss --power=$power'
+patched_copy train_mono.sh $'    rm $dir/$x.mdl $dir/$x.*.acc $dir/$x.occs 2>/dev/null\n' '--mix-up=$numgauss --power=$power'
+patched_copy train_deltas.sh $'    rm $dir/$x.mdl $dir/$x.*.acc\n    rm $dir/$x.occs\n' '--mix-up=$numgauss --power=$power'
 report() {  # report NAME LOG
   echo "$1: $(grep -c '^SAME\|^DIFFER' "$2") updates compared, $(grep -c '^DIFFER' "$2") differ" \
        "$(grep '^DIFFER' "$2" | sed 's/DIFFER /iteration /' | tr '\n' ' ')"

@@ -13,7 +13,8 @@
 use crate::model::StateGmm;
 use crate::stats::linalg::{apply_eig_floor, log_pos_def_det, max_abs_eig, sp_invert, sp_len};
 use crate::stats::mle_diag::{
-    blas_sdot, check_shapes, remove_components, GmmUpdateReport, LowCount, LOG_2PI,
+    blas_sdot, check_shapes, kaldi_vector_sum_f64, remove_components, GmmUpdateReport, LowCount,
+    LOG_2PI,
 };
 use crate::stats::{GmmAccumulator, UpdateFlags};
 
@@ -143,7 +144,7 @@ pub fn mle_full_gmm_update(
     let vlen = sp_len(dim);
     gmm.gconsts = full_gconsts(&gmm.weights, &gmm.means_invvars, &gmm.inv_vars, dim)?;
     let obj_old = full_objective(gmm, acc, dim);
-    let occ_sum = crate::stats::mle_diag::kaldi_vector_sum_f64(&acc.occupancy);
+    let occ_sum = kaldi_vector_sum_f64(&acc.occupancy);
     let mut normal = FullNormal::of(gmm, dim)?;
     let old_means = normal.means.clone();
     let mut report = GmmUpdateReport::default();
