@@ -52,6 +52,41 @@ fn tokens(b: &[u8]) -> Vec<String> {
         .collect()
 }
 
+/// `b` with the values of every diagonal GMM's `<GCONSTS>` vector blanked:
+/// Kaldi's `DiagGmm::Read` recomputes them, so its copy of a text model
+/// (7-digit parameters) or of one another machine wrote differs from the file
+/// there, and amtool's copy is Kaldi's (formats/tests/kaldi_gmm.rs checks the
+/// bytes against Kaldi's own copies).
+fn without_gconsts(b: &[u8], binary: bool) -> Vec<u8> {
+    let mut out = b.to_vec();
+    if binary {
+        let tok = b"<GCONSTS> FV \x04";
+        let mut i = 0;
+        while let Some(at) = out[i..].windows(tok.len()).position(|w| w == tok) {
+            let start = i + at + tok.len();
+            let n = i32::from_le_bytes(out[start..start + 4].try_into().unwrap()) as usize;
+            let end = (start + 4 + 4 * n).min(out.len());
+            out[start + 4..end].fill(0);
+            i = end;
+        }
+        return out;
+    }
+    let text = String::from_utf8_lossy(b);
+    let mut masked = Vec::new();
+    let mut in_gconsts = false;
+    for t in text.split_whitespace() {
+        match t {
+            "<GCONSTS>" => in_gconsts = true,
+            "]" if in_gconsts => in_gconsts = false,
+            "[" => {}
+            _ if in_gconsts => continue,
+            _ => {}
+        }
+        masked.push(t);
+    }
+    masked.join(" ").into_bytes()
+}
+
 /// Plain-text records and logs of the fixture runs, which are no Kaldi objects.
 fn is_record(rel: &str) -> bool {
     let name = rel.rsplit('/').next().unwrap();
@@ -163,11 +198,12 @@ fn check_file(
         out.clone(),
     ]);
     let same = |got: &[u8], bin: bool| {
-        if bin {
+        let exact = if bin {
             got == &bytes[..]
         } else {
             tokens(got) == tokens(&bytes)
-        }
+        };
+        exact || without_gconsts(got, bin) == without_gconsts(&bytes, bin)
     };
     if code == 0 && err.contains("Copied HTK parameter file") {
         // copy-feats-to-htk output: our Kaldi matrix, written back as HTK by

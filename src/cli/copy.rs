@@ -176,6 +176,15 @@ fn tool_entry_type(tool: &str, entry: &[u8]) -> Option<ObjectType> {
         "copy-vector" => Some(ObjectType::FloatVector),
         "copy-post" => Some(ObjectType::Posterior),
         "copy-int-vector" => Some(ObjectType::Int32Vector),
+        // fstcopy reads FSTs and lattice-copy lattices (either form in text,
+        // as Kaldi's lattice reader does): an entry that does not parse as
+        // one is an error in that entry, not another kind of object.
+        "fstcopy" => Some(ObjectType::Fst),
+        "lattice-copy" => Some(
+            detect_entry(entry)
+                .filter(|t| matches!(t, ObjectType::Lattice | ObjectType::CompactLattice))
+                .unwrap_or(ObjectType::CompactLattice),
+        ),
         _ => None,
     }
 }
