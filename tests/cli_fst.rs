@@ -61,3 +61,37 @@ fn truncated_graph_archive_names_key_and_offset() {
     assert!(log.contains("s04-010") && log.contains("byte"), "{log}");
     assert!(!std::path::Path::new(&out).exists(), "no partial output");
 }
+
+/// fstcopy and lattice-copy read a text table as FSTs and lattices: a bad
+/// line in its first entry is reported in that entry, at that line (it was
+/// taken for an empty integer vector, and the error blamed the next line
+/// as an object named '0').
+#[test]
+fn bad_line_in_first_text_entry_is_named_where_it_is() {
+    let d = tmp();
+    let cases = [
+        ("fstcopy", "testdata/kaldi/ali/graphs.fsts.txt.gz", 2),
+        ("lattice-copy", "testdata/kaldi/lattice/lat.txt.gz", 2),
+    ];
+    for (tool, text, line) in cases {
+        let good = String::from_utf8(gunzip(text)).unwrap();
+        let mut lines: Vec<String> = good.lines().map(str::to_string).collect();
+        lines[line] = format!("{}\tabc", lines[line]);
+        let bad = path(&d, "bad.txt");
+        std::fs::write(&bad, lines.join("\n") + "\n").unwrap();
+        let key = lines[0].trim();
+        let at: usize = lines[..line].iter().map(|l| l.len() + 1).sum();
+        let out = path(&d, "o.ark");
+        let (code, log) = run(&[
+            "copy",
+            &format!("--kaldi-tool={tool}"),
+            &format!("ark,t:{bad}"),
+            &format!("ark:{out}"),
+        ]);
+        assert_ne!(code, 0, "{tool}");
+        assert!(
+            log.contains(&format!("(object '{key}') at byte {at}")) && log.contains("bad line"),
+            "{tool}: {log}"
+        );
+    }
+}

@@ -602,6 +602,47 @@ fn bad_models_and_options_are_clear_errors() {
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
 }
 
+/// Run as a Kaldi tool, each reads only the model kind that tool reads, as
+/// Kaldi's does (`gmm-gselect` of a FullGmm: an error naming the file and
+/// both kinds, no output); amtool's own subcommands take any of them.
+#[test]
+fn kaldi_tools_read_only_their_model_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = path(&dir, "o.ark");
+    let out = format!("ark:{o}");
+    let cases = [
+        ("gmm-compute-likes", UBM, "DiagGmm", "TransitionModel"),
+        (
+            "gmm-global-get-frame-likes",
+            MDL,
+            "TransitionModel",
+            "not a DiagGmm",
+        ),
+        (
+            "fgmm-global-get-frame-likes",
+            UBM,
+            "DiagGmm",
+            "not a FullGmm",
+        ),
+        ("gmm-gselect", FUBM, "FullGmm", "not a DiagGmm"),
+        ("fgmm-gselect", UBM, "DiagGmm", "not a FullGmm"),
+        ("gmm-global-get-post", FUBM, "FullGmm", "not a DiagGmm"),
+    ];
+    for (tool, model, holds, wanted) in cases {
+        let (code, err) = run_as(tool, &[model, FEATS, &out]);
+        assert_eq!(code, 1, "{tool}: {err}");
+        assert!(
+            err.contains(model) && err.contains(holds) && err.contains(wanted),
+            "{tool}: {err}"
+        );
+        assert!(!std::path::Path::new(&o).exists(), "{tool} left output");
+    }
+    let (code, err) = run_as("gmm-gselect", &[UBM, FEATS, &out]);
+    assert_eq!(code, 0, "{err}");
+    let (code, err) = run(&["gselect", FUBM, FEATS, &out]);
+    assert_eq!(code, 0, "{err}");
+}
+
 /// ‖a − b‖ / ‖b‖ over two text archives' numbers (other tokens equal).
 fn rel_err_text(a: &str, b: &str) -> f64 {
     let (mut num, mut den) = (0f64, 0f64);

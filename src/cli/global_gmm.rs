@@ -1,19 +1,51 @@
 //! Model reading shared by the subcommands on a global GMM (gselect,
-//! global-get-post, gselect-to-post): the model file must hold a DiagGmm or
-//! FullGmm, and `--n` is limited to its number of Gaussians as Kaldi does;
-//! the lookup of an utterance's Gaussian selection (also used by score).
+//! global-get-post, gselect-to-post) and by score: the model file must hold
+//! a DiagGmm or FullGmm, and `--n` is limited to its number of Gaussians as
+//! Kaldi does; the lookup of an utterance's Gaussian selection (also used
+//! by score).
 
 use amtool_formats::kaldi::holder::Int32VectorVector;
+use amtool_formats::kaldi::model::ObjectKind;
 use amtool_formats::kaldi::table::RandomAccessTableReader;
 
+use super::kaldi::program;
 use crate::kaldi_warn;
 use crate::model::AcousticModel;
 use crate::score::model_file::ModelFile;
 
+/// The one kind of model the Kaldi tool `tool` reads (its reader refuses
+/// the others); `None` for amtool's own subcommands, which take any of the
+/// three.
+fn kind_read_by(tool: &str) -> Option<ObjectKind> {
+    match tool {
+        "gmm-compute-likes" => Some(ObjectKind::Model),
+        "gmm-global-get-frame-likes" | "gmm-gselect" | "gmm-global-get-post" => {
+            Some(ObjectKind::DiagGmm)
+        }
+        "fgmm-global-get-frame-likes" | "fgmm-gselect" | "fgmm-global-gselect-to-post" => {
+            Some(ObjectKind::FullGmm)
+        }
+        _ => None,
+    }
+}
+
+/// The model file `path`; run as a Kaldi tool (a shim), only the kind that
+/// tool reads: `gmm-gselect` given a FullGmm is an error, as in Kaldi.
+pub fn read_model_file(path: &str) -> Result<ModelFile, String> {
+    let file = ModelFile::read(path).map_err(|e| e.to_string())?;
+    match kind_read_by(program()) {
+        Some(wanted) if wanted != file.kind() => Err(file
+            .kind()
+            .mismatch_error(path, wanted.describe())
+            .to_string()),
+        _ => Ok(file),
+    }
+}
+
 /// The global GMM in file `path`; an acoustic model is an error
 /// "`path`: `needs`, not an acoustic model".
 pub fn read_global_model(path: &str, needs: &str) -> Result<AcousticModel, String> {
-    let file = ModelFile::read(path).map_err(|e| e.to_string())?;
+    let file = read_model_file(path)?;
     if !file.is_global() {
         return Err(format!("{path}: {needs}, not an acoustic model"));
     }

@@ -23,7 +23,6 @@ use super::{kaldi, KaldiStandard};
 use crate::kaldi_log;
 use crate::model::AcousticModel;
 use crate::score::likes::{log_sum_exp, preselect_loglikes, UtteranceQueue};
-use crate::score::model_file::ModelFile;
 use crate::stats::fmt_g;
 use crate::train::prefetch::PrefetchedFeats;
 use crate::train::write_behind::{SharedRows, WriteBehind};
@@ -98,7 +97,7 @@ pub fn run(args: ScoreArgs) -> i32 {
 }
 
 fn score(args: &ScoreArgs) -> Result<i32, String> {
-    let file = ModelFile::read(&args.model).map_err(|e| e.to_string())?;
+    let file = super::global_gmm::read_model_file(&args.model)?;
     let global = file.is_global();
     let model = file.into_acoustic_model();
     if global {

@@ -81,7 +81,7 @@ pub const SHIMS: &[Shim] = &[
     },
     Shim {
         tool: "fstcopy",
-        argv: &["copy"],
+        argv: &["copy", "--kaldi-tool=fstcopy"],
     },
     Shim {
         tool: "gmm-sum-accs",

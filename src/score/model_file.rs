@@ -71,6 +71,15 @@ impl ModelFile {
         }
     }
 
+    /// The kind of object the file held.
+    pub fn kind(&self) -> ObjectKind {
+        match self {
+            ModelFile::Am(_) => ObjectKind::Model,
+            ModelFile::Diag(_) => ObjectKind::DiagGmm,
+            ModelFile::Full(_) => ObjectKind::FullGmm,
+        }
+    }
+
     /// `true` for the one-state global GMMs.
     pub fn is_global(&self) -> bool {
         !matches!(self, ModelFile::Am(_))
