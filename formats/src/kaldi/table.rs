@@ -589,10 +589,20 @@ impl<H: Holder> TableWriter<H> {
         object: &mut dyn FnMut(&mut dyn Write, bool) -> io::Result<()>,
     ) -> Result<()> {
         if !is_valid_key(key) {
-            return Err(Error::format(
-                Pos::Unknown,
-                format!("invalid table key '{key}' (empty or contains whitespace)"),
-            ));
+            let path = match &self.inner {
+                WriterImpl::Archive { out, .. } => out.name().to_string(),
+                WriterImpl::Script { .. } => "table".to_string(),
+            };
+            return Err(Error::Format {
+                path,
+                key: None,
+                pos: Pos::Unknown,
+                msg: format!(
+                    "cannot write key \"{}\": a table key is one or more printable \
+                     characters, no whitespace or control characters (from the input's keys)",
+                    key.escape_debug()
+                ),
+            });
         }
         match &mut self.inner {
             WriterImpl::Archive { out, scp } => {
