@@ -16,7 +16,7 @@
 
 mod common;
 
-use common::{path, run, run_exe, text};
+use common::{ok, path, read, run, run_exe, text};
 
 use amtool::formats::kaldi::holder::{Int32VectorVector, Posterior};
 use amtool::formats::kaldi::matrix::Matrix;
@@ -641,6 +641,42 @@ fn kaldi_tools_read_only_their_model_kind() {
     assert_eq!(code, 0, "{err}");
     let (code, err) = run(&["gselect", FUBM, FEATS, &out]);
     assert_eq!(code, 0, "{err}");
+}
+
+/// A full GMM's stored gconsts are kept when they agree with the parameters
+/// (a file Kaldi wrote copies byte for byte) and recomputed when they do not
+/// (one edited to 1000 scores as the unedited one), as Kaldi's
+/// `FullGmm::Read`, which recomputes them, scores both.
+#[test]
+fn stale_full_gmm_gconsts_are_recomputed() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = path(&dir, "copy.fubm");
+    ok(&["copy", FUBM, &copy]);
+    assert!(
+        read(&copy) == read(FUBM),
+        "Kaldi's FullGmm not copied byte for byte"
+    );
+    let text = path(&dir, "fubm.txt");
+    ok(&["copy", "--binary=false", FUBM, &text]);
+    let good = std::fs::read_to_string(&text).unwrap();
+    let at = good.find("<GCONSTS>  [ ").unwrap() + "<GCONSTS>  [ ".len();
+    let end = at + good[at..].find(' ').unwrap();
+    let stale = path(&dir, "stale.txt");
+    std::fs::write(&stale, format!("{}1000{}", &good[..at], &good[end..])).unwrap();
+    let likes = |model: &str| {
+        let out = path(&dir, "likes.txt");
+        let (code, err) = run_as(
+            "fgmm-global-get-frame-likes",
+            &[model, FEATS, &format!("ark,t:{out}")],
+        );
+        assert_eq!(code, 0, "{err}");
+        std::fs::read_to_string(&out).unwrap()
+    };
+    let worst = compare_text(&likes(&stale), &likes(&text), |w| 1e-4 * w.abs().max(1.0));
+    assert!(
+        worst < 1e-3,
+        "stale gconst changed the likelihoods by {worst}"
+    );
 }
 
 /// ‖a − b‖ / ‖b‖ over two text archives' numbers (other tokens equal).

@@ -310,9 +310,10 @@ fn stale_gconsts_are_recomputed_as_kaldi_does() {
 }
 
 /// Kaldi's `FullGmm::Read` recomputes the gconsts too (its text copy of
-/// fubm.0.fubm.txt differs from it in the last digits); amtool keeps the
-/// stored ones for full-covariance GMMs, whose gconsts it cannot recompute
-/// bit for bit (DiagGmm's it can).
+/// fubm.0.fubm.txt differs from it in the last digits); this reader keeps
+/// the stored ones, and amtool's tools replace those that disagree with
+/// the parameters (`model::kaldi::read_full_gmm`: amtool cannot recompute a
+/// full GMM's gconsts bit for bit, a DiagGmm's it can).
 #[test]
 fn full_gmm_files_roundtrip() {
     check_pair(

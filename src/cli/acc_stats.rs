@@ -11,7 +11,7 @@ use clap::Args;
 use crate::train::prefetch::SharedFeats;
 use amtool_formats::kaldi::accs::AmAccs;
 use amtool_formats::kaldi::any::AnyObject;
-use amtool_formats::kaldi::gmm::{DiagGmm, FullGmm};
+use amtool_formats::kaldi::gmm::DiagGmm;
 use amtool_formats::kaldi::holder::{Int32Vector, Int32VectorVector, Posterior};
 use amtool_formats::kaldi::matrix::Vector;
 use amtool_formats::kaldi::model::{KaldiModel, ObjectKind};
@@ -300,8 +300,8 @@ fn global_stats(args: &AccStatsArgs, model: &super::train_io::InputObject) -> Re
         .map_err(|e| e.to_string())?;
     let full = model.kind == ObjectKind::FullGmm;
     let am = if full {
-        let g: FullGmm =
-            read_object(&model.data).map_err(|e| e.in_file(&model.name).to_string())?;
+        let g = crate::model::kaldi::read_full_gmm(&model.data)
+            .map_err(|e| e.in_file(&model.name).to_string())?;
         model_from_full(&g)
     } else {
         let g: DiagGmm =

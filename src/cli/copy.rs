@@ -590,7 +590,10 @@ pub fn copy_single_object(
             (m.to_bytes(binary), format!("Written model to {out_name}"))
         }
         ObjectKind::DiagGmm => (recode::<amtool_formats::kaldi::gmm::DiagGmm>(buf, binary)?, format!("Written model to {out_name}")),
-        ObjectKind::FullGmm => (recode::<amtool_formats::kaldi::gmm::FullGmm>(buf, binary)?, format!("Written model to {out_name}")),
+        ObjectKind::FullGmm => (
+            object_to_bytes(&crate::model::kaldi::read_full_gmm(buf)?, binary),
+            format!("Written model to {out_name}"),
+        ),
         ObjectKind::AmDiagGmm => (recode::<amtool_formats::kaldi::gmm::AmDiagGmm>(buf, binary)?, format!("Written model to {out_name}")),
         ObjectKind::Topology => (recode::<amtool_formats::kaldi::transition::Topology>(buf, binary)?, format!("Written topology to {out_name}")),
         ObjectKind::AmAccs => (recode::<amtool_formats::kaldi::accs::AmAccs>(buf, binary)?, format!("Written stats to {out_name}")),

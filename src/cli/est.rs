@@ -7,7 +7,7 @@
 use clap::Args;
 
 use amtool_formats::kaldi::accs::{AccumDiagGmm, AccumFullGmm, AmAccs};
-use amtool_formats::kaldi::gmm::{DiagGmm, FullGmm};
+use amtool_formats::kaldi::gmm::DiagGmm;
 use amtool_formats::kaldi::matrix::Vector;
 use amtool_formats::kaldi::model::{KaldiModel, ObjectKind};
 use amtool_formats::kaldi::object::{object_to_bytes, read_object, KaldiObject};
@@ -210,8 +210,8 @@ fn run_inner(args: &EstArgs) -> Result<i32, String> {
                 print_msgs(&msgs);
                 object_to_bytes(&g, args.binary)
             } else {
-                let mut g: FullGmm =
-                    read_object(&model.data).map_err(|e| e.in_file(&model.name).to_string())?;
+                let mut g = crate::model::kaldi::read_full_gmm(&model.data)
+                    .map_err(|e| e.in_file(&model.name).to_string())?;
                 let accs: AccumFullGmm = read_stats(&stats, ObjectKind::FullAccs)?;
                 let mle = MleFullOptions {
                     min_gaussian_weight: args.min_gaussian_weight,

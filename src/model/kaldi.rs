@@ -1,18 +1,56 @@
 //! Conversions between Kaldi's GMM file objects (`amtool_formats::kaldi::gmm`)
 //! and the neutral [`AcousticModel`], in both directions.
 //!
-//! Kaldi models are used exactly as stored: the parameters are copied, never
-//! recomputed, so scoring with an `AcousticModel` made from a Kaldi file uses
-//! Kaldi's own gconsts. Going back, [`diag_from_natural`] turns updated natural
+//! Kaldi models are used as Kaldi's `Read` leaves them: the parameters are
+//! copied; the gconsts are recomputed on reading, as Kaldi recomputes them
+//! (a diagonal GMM's in the formats reader, to the bit; a full GMM's by
+//! [`read_full_gmm`], see there), so scoring with an `AcousticModel` made from
+//! a Kaldi file uses Kaldi's own gconsts. Going back, [`diag_from_natural`] turns updated natural
 //! parameters (weights, means, variances in double, as Kaldi's `DiagGmmNormal`
 //! holds them) into Kaldi's stored form with the same float conversions as
 //! `DiagGmmNormal::CopyToDiagGmm` and gconsts from `DiagGmm::ComputeGconsts`
 //! (checked bit for bit against the gconsts in Kaldi's model files).
 
 use amtool_formats::kaldi::gmm::{AmDiagGmm, DiagGmm, FullGmm};
+use amtool_formats::kaldi::object::read_object;
 
 use super::{AcousticModel, CovKind, StateGmm};
 use crate::stats::UpdateFlags;
+
+/// How far (relative, at least 1 absolute) a full GMM's stored gconst may
+/// lie from amtool's recomputation of it and still be taken as Kaldi's own:
+/// the two agree to ~1e-7 on Kaldi's files (44 of fubm.0.fubm's 64 to the
+/// bit), and a gconst printed with Kaldi's 7 digits to ~1e-6.
+const FULL_GCONST_AGREEMENT: f32 = 1e-4;
+
+/// A Kaldi `FullGmm` from `bytes`, its gconsts as Kaldi's `FullGmm::Read`
+/// leaves them. Kaldi recomputes them on reading, with float BLAS whose
+/// order amtool does not reproduce to the bit ([`full_gconsts`]): a stored
+/// gconst within [`FULL_GCONST_AGREEMENT`] of amtool's recomputation is
+/// kept (the file is one Kaldi wrote; its bits are Kaldi's), one further
+/// away (stale, edited) is replaced by the recomputation, as Kaldi replaces
+/// it. A gconst that cannot be computed (NaN, a covariance not positive
+/// definite) is an error, as in Kaldi.
+///
+/// [`full_gconsts`]: crate::stats::mle_full::full_gconsts
+pub fn read_full_gmm(bytes: &[u8]) -> amtool_formats::Result<FullGmm> {
+    let mut g: FullGmm = read_object(bytes)?;
+    let computed =
+        crate::stats::mle_full::full_gconsts(&g.weights, &g.means_invcovars, &g.inv_covars, g.dim)
+            .map_err(|e| {
+                amtool_formats::Error::format(
+                    amtool_formats::error::Pos::Unknown,
+                    format!("FullGmm: {e}"),
+                )
+            })?;
+    for (stored, c) in g.gconsts.iter_mut().zip(computed) {
+        let agrees = (*stored - c).abs() <= FULL_GCONST_AGREEMENT * c.abs().max(1.0);
+        if !agrees && !(stored.is_infinite() && *stored == c) {
+            *stored = c;
+        }
+    }
+    Ok(g)
+}
 
 impl StateGmm {
     /// A state with a Kaldi `DiagGmm`'s parameters.

@@ -44,7 +44,7 @@ impl ModelFile {
         let res = match kind {
             ObjectKind::Model => KaldiModel::from_bytes(&buf).map(ModelFile::Am),
             ObjectKind::DiagGmm => DiagGmm::from_bytes(&buf).map(ModelFile::Diag),
-            ObjectKind::FullGmm => FullGmm::from_bytes(&buf).map(ModelFile::Full),
+            ObjectKind::FullGmm => crate::model::kaldi::read_full_gmm(&buf).map(ModelFile::Full),
             k => Err(k.mismatch_error(
                 "",
                 "a GMM model (TransitionModel + AmDiagGmm), a DiagGmm or a FullGmm",
