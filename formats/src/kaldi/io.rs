@@ -68,7 +68,15 @@ fn show_byte(b: Option<u8>) -> String {
 /// when the data is not what was expected).
 fn show_token(t: &[u8]) -> String {
     const MAX: usize = 40;
-    let s = String::from_utf8_lossy(&t[..t.len().min(MAX)]).into_owned();
+    // Control bytes escaped: an error line must not carry raw NULs or
+    // terminal escapes from a binary file read as text.
+    let s: String = String::from_utf8_lossy(&t[..t.len().min(MAX)])
+        .chars()
+        .flat_map(|c| match c.is_control() {
+            true => c.escape_default().collect::<Vec<_>>(),
+            false => vec![c],
+        })
+        .collect();
     if t.len() > MAX {
         format!("{s}...")
     } else {
@@ -934,6 +942,12 @@ pub fn fmt_g_into(out: &mut String, v: f64, prec: usize) {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn tokens_in_errors_have_control_bytes_escaped() {
+        assert_eq!(show_token(b"\x04ab\x00c"), "\\u{4}ab\\u{0}c");
+        assert_eq!(show_token(b"<DiagGMM>"), "<DiagGMM>");
+    }
 
     fn bin_writer() -> Writer<Vec<u8>> {
         Writer::new(Vec::new(), true)
