@@ -208,3 +208,44 @@ fn errors_exit_1_and_leave_no_output() {
         "{err}"
     );
 }
+
+/// The model-copying shims read only their tool's model kind, as Kaldi's
+/// readers do: gmm-copy of a DiagGmm is an error naming the file and both
+/// kinds, and writes nothing; each copies its own kind; `amtool copy` takes
+/// any.
+#[test]
+fn model_copy_shims_read_only_their_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mdl, ubm, fubm) = (
+        "testdata/kaldi/final.mdl",
+        "testdata/kaldi/ubm.0.dubm",
+        "testdata/kaldi/train/fubm.1.fubm",
+    );
+    let cases = [
+        ("gmm-copy", ubm, "DiagGmm", mdl),
+        ("gmm-global-copy", fubm, "FullGmm", ubm),
+        ("fgmm-global-copy", mdl, "TransitionModel", fubm),
+    ];
+    for (tool, wrong, holds, right) in cases {
+        let link = dir.path().join(tool);
+        std::os::unix::fs::symlink(common::amtool_bin(), &link).unwrap();
+        let out = dir.path().join(format!("{tool}.out"));
+        let o = Command::new(&link).arg(wrong).arg(&out).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{tool}: {err}");
+        assert!(err.contains(wrong) && err.contains(holds), "{tool}: {err}");
+        assert!(!out.exists(), "{tool} wrote output");
+        let o = Command::new(&link).arg(right).arg(&out).output().unwrap();
+        assert!(
+            o.status.success(),
+            "{tool}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(
+            std::fs::read(&out).unwrap() == std::fs::read(right).unwrap(),
+            "{tool}"
+        );
+    }
+    let (code, err) = run(&["copy", ubm, &dir.path().join("any").display().to_string()]);
+    assert_eq!(code, 0, "{err}");
+}
