@@ -104,11 +104,7 @@ fn run_inner(args: &AccStatsArgs) -> Result<i32, String> {
             KaldiModel::from_bytes(&model.data).map_err(|e| e.in_file(&model.name).to_string())?;
         return am_stats(args, &m);
     }
-    let wanted = match tool {
-        "gmm-global-acc-stats" => Some(ObjectKind::DiagGmm),
-        "fgmm-global-acc-stats" => Some(ObjectKind::FullGmm),
-        _ => None,
-    };
+    let wanted = super::shims::model_kind_read_by(tool);
     match model.kind {
         ObjectKind::DiagGmm | ObjectKind::FullGmm if wanted.is_none_or(|w| w == model.kind) => {
             global_stats(args, &model)

@@ -199,17 +199,6 @@ fn tool_object_kind(tool: &str, detected: ObjectKind) -> ObjectKind {
     }
 }
 
-/// The one model kind a Kaldi model-copying tool reads (its reader refuses
-/// the others: gmm-copy of a DiagGmm is an error, not a DiagGmm named .mdl).
-fn model_kind_copied_by(tool: &str) -> Option<ObjectKind> {
-    match tool {
-        "gmm-copy" => Some(ObjectKind::Model),
-        "gmm-global-copy" => Some(ObjectKind::DiagGmm),
-        "fgmm-global-copy" => Some(ObjectKind::FullGmm),
-        _ => None,
-    }
-}
-
 /// What happens to each entry of a table on its way out.
 struct Plan {
     compress: Option<CompressionMethod>,
@@ -577,7 +566,7 @@ pub fn copy_single_object(
 ) -> Result<(Vec<u8>, String), FormatError> {
     let float_tool = as_float_tool(tool);
     let kind = tool_object_kind(tool, ObjectKind::detect(buf));
-    if let Some(wanted) = model_kind_copied_by(tool).filter(|w| *w != kind) {
+    if let Some(wanted) = super::shims::model_kind_read_by(tool).filter(|w| *w != kind) {
         return Err(kind.mismatch_error("", wanted.describe()));
     }
     // The finer type (float/double/compressed/packed) of matrices and vectors.

@@ -116,12 +116,7 @@ fn non_negative(name: &str, v: i32) -> Result<usize, String> {
 }
 
 fn run_inner(args: &EstArgs) -> Result<i32, String> {
-    let wanted = match args.kaldi_tool.as_str() {
-        "gmm-est" => Some(ObjectKind::Model),
-        "gmm-global-est" => Some(ObjectKind::DiagGmm),
-        "fgmm-global-est" => Some(ObjectKind::FullGmm),
-        _ => None,
-    };
+    let wanted = super::shims::model_kind_read_by(&args.kaldi_tool);
     let model = read_object_file(&args.model_in)?;
     let kind = match (wanted, model.kind) {
         (None, k @ (ObjectKind::Model | ObjectKind::DiagGmm | ObjectKind::FullGmm)) => k,

@@ -5,35 +5,19 @@
 //! by score).
 
 use amtool_formats::kaldi::holder::Int32VectorVector;
-use amtool_formats::kaldi::model::ObjectKind;
 use amtool_formats::kaldi::table::RandomAccessTableReader;
 
 use super::kaldi::program;
+use super::shims::model_kind_read_by;
 use crate::kaldi_warn;
 use crate::model::AcousticModel;
 use crate::score::model_file::ModelFile;
-
-/// The one kind of model the Kaldi tool `tool` reads (its reader refuses
-/// the others); `None` for amtool's own subcommands, which take any of the
-/// three.
-fn kind_read_by(tool: &str) -> Option<ObjectKind> {
-    match tool {
-        "gmm-compute-likes" => Some(ObjectKind::Model),
-        "gmm-global-get-frame-likes" | "gmm-gselect" | "gmm-global-get-post" => {
-            Some(ObjectKind::DiagGmm)
-        }
-        "fgmm-global-get-frame-likes" | "fgmm-gselect" | "fgmm-global-gselect-to-post" => {
-            Some(ObjectKind::FullGmm)
-        }
-        _ => None,
-    }
-}
 
 /// The model file `path`; run as a Kaldi tool (a shim), only the kind that
 /// tool reads: `gmm-gselect` given a FullGmm is an error, as in Kaldi.
 pub fn read_model_file(path: &str) -> Result<ModelFile, String> {
     let file = ModelFile::read(path).map_err(|e| e.to_string())?;
-    match kind_read_by(program()) {
+    match model_kind_read_by(program()) {
         Some(wanted) if wanted != file.kind() => Err(file
             .kind()
             .mismatch_error(path, wanted.describe())

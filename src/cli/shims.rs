@@ -5,6 +5,8 @@
 
 use std::path::Path;
 
+use amtool_formats::kaldi::model::ObjectKind;
+
 /// One Kaldi tool: its name and the amtool arguments it stands for (the
 /// subcommand, then options fixed by the tool's identity).
 #[derive(Debug, Clone, Copy)]
@@ -155,6 +157,29 @@ pub const SHIMS: &[Shim] = &[
 
 pub fn find(tool: &str) -> Option<&'static Shim> {
     SHIMS.iter().find(|s| s.tool == tool)
+}
+
+/// The one kind of model file the Kaldi tool `tool` reads, for the tools
+/// amtool's subcommands stand in for with a model of any kind (Kaldi's
+/// reader refuses the others: `gmm-copy` of a DiagGmm is an error); `None`
+/// for amtool's own subcommands, which take any of the three.
+pub fn model_kind_read_by(tool: &str) -> Option<ObjectKind> {
+    match tool {
+        "gmm-est" | "gmm-copy" | "gmm-compute-likes" => Some(ObjectKind::Model),
+        "gmm-global-est"
+        | "gmm-global-acc-stats"
+        | "gmm-global-copy"
+        | "gmm-global-get-frame-likes"
+        | "gmm-gselect"
+        | "gmm-global-get-post" => Some(ObjectKind::DiagGmm),
+        "fgmm-global-est"
+        | "fgmm-global-acc-stats"
+        | "fgmm-global-copy"
+        | "fgmm-global-get-frame-likes"
+        | "fgmm-gselect"
+        | "fgmm-global-gselect-to-post" => Some(ObjectKind::FullGmm),
+        _ => None,
+    }
 }
 
 /// Creates (or refreshes) one symlink per Kaldi tool in `dir`, pointing at
