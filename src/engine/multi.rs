@@ -48,11 +48,6 @@ pub const DEPTH: usize = 3;
 /// waits for the oldest.
 pub const HELD: usize = 2;
 
-/// How long a batch held waits for the next device's to be gathered with
-/// it ([`MultiModel::start_gathering`]): from a mapped archive the next
-/// came 0.06–0.3 ms later on the GPU hosts.
-pub const PARTNER_WAIT: std::time::Duration = std::time::Duration::from_millis(1);
-
 /// Fewest frames a device gets of a scoring call (fewer go to one device:
 /// a thread and a launch cost more than they save).
 pub const MIN_PART_ROWS: usize = 1024;
@@ -204,9 +199,6 @@ struct Held {
 /// (see [`HostFrames::gather_apart`]).
 enum Gathering {
     Ready(HostFrames),
-    /// Kept parts waiting for the batches held after it, to be gathered
-    /// with them ([`MultiModel::start_gathering`]).
-    Waiting(HostFrames),
     Copying(Receiver<HostFrames>),
 }
 
@@ -234,25 +226,12 @@ impl GatherTurns {
 /// Runs `f` in the turn of `ticket`, then gives the turn to the next (also
 /// when `f` panics).
 fn in_turn<T>(ticket: u64, turn: &Turn, f: impl FnOnce() -> T) -> T {
-    in_turn_passing(ticket, turn, |_| f())
-}
-
-/// [`in_turn`], `f` given a way to give the turn to the next before it
-/// returns (once the last of its copies are under way, the next batches'
-/// copies start on the threads that are free).
-fn in_turn_passing<T>(ticket: u64, turn: &Turn, f: impl FnOnce(&(dyn Fn() + Sync)) -> T) -> T {
     struct Pass<'a>(u64, &'a Turn);
-    impl Pass<'_> {
-        fn pass(&self) {
-            let (lock, cv) = self.1;
-            let mut now = lock.lock().unwrap_or_else(|e| e.into_inner());
-            *now = (*now).max(self.0 + 1);
-            cv.notify_all();
-        }
-    }
     impl Drop for Pass<'_> {
         fn drop(&mut self) {
-            self.pass();
+            let (lock, cv) = self.1;
+            *lock.lock().unwrap_or_else(|e| e.into_inner()) = self.0 + 1;
+            cv.notify_all();
         }
     }
     let (lock, cv) = turn;
@@ -261,48 +240,33 @@ fn in_turn_passing<T>(ticket: u64, turn: &Turn, f: impl FnOnce(&(dyn Fn() + Sync
         now = cv.wait(now).unwrap_or_else(|e| e.into_inner());
     }
     drop(now);
-    let pass = Pass(ticket, turn);
-    f(&|| pass.pass())
+    let _pass = Pass(ticket, turn);
+    f()
 }
 
 impl Gathering {
-    /// `frames`, ready, or waiting to be gathered.
-    fn new(frames: HostFrames) -> Self {
-        match frames.has_kept_parts() {
-            true => Gathering::Waiting(frames),
-            false => Gathering::Ready(frames),
+    /// `frames` (`rows` of them) copied into place in their turn.
+    fn start(mut frames: HostFrames, rows: usize, turns: &mut GatherTurns) -> Result<Self> {
+        if !frames.has_kept_parts() {
+            return Ok(Gathering::Ready(frames));
         }
-    }
-
-    /// `batches` (of `rows` frames in all) gathered together in their
-    /// turn, by a thread of their own (each handed back on its own), their
-    /// pieces sent to their devices in turn ([`HostFrames::gather_together`]).
-    fn start_together(
-        batches: Vec<HostFrames>,
-        rows: usize,
-        turns: &mut GatherTurns,
-    ) -> Result<Vec<Self>> {
         let (ticket, turn) = turns.ticket();
         let turn2 = turn.clone();
-        let (txs, rxs): (Vec<_>, Vec<_>) = batches.iter().map(|_| sync_channel(1)).unzip();
+        let (tx, rx) = sync_channel(1);
         std::thread::Builder::new()
             .name("amtool-gather".into())
             .spawn(move || {
-                let mut batches = batches;
-                let copied = in_turn_passing(ticket, &turn, |pass| {
+                let copied = in_turn(ticket, &turn, || {
                     crate::engine::batch_trace::mark_with(|| format!("gather{rows}"));
-                    let mut refs: Vec<&mut HostFrames> = batches.iter_mut().collect();
-                    let copied = HostFrames::gather_together(&mut refs, true, pass);
+                    let copied = frames.gather_apart();
                     crate::engine::batch_trace::mark_with(|| format!("gathered{rows}"));
                     copied
                 });
                 // A closed channel: the batch was dropped (an error).
-                for (tx, frames) in txs.into_iter().zip(batches) {
-                    let _ = tx.send(frames);
-                }
+                let _ = tx.send(frames);
                 drop(copied);
             })
-            .map(|_| rxs.into_iter().map(Gathering::Copying).collect())
+            .map(|_| Gathering::Copying(rx))
             .map_err(|e| {
                 // The batches after it must not wait for its turn.
                 in_turn(ticket, &turn2, || ());
@@ -312,10 +276,8 @@ impl Gathering {
 
     /// Whether the frames are in place (finish will not wait).
     fn is_done(&mut self) -> bool {
-        let rx = match self {
-            Gathering::Ready(_) => return true,
-            Gathering::Waiting(_) => return false,
-            Gathering::Copying(rx) => rx,
+        let Gathering::Copying(rx) = self else {
+            return true;
         };
         match rx.try_recv() {
             Ok(frames) => {
@@ -331,10 +293,6 @@ impl Gathering {
     fn finish(self) -> Result<HostFrames> {
         match self {
             Gathering::Ready(f) => Ok(f),
-            Gathering::Waiting(mut f) => {
-                drop(f.gather_apart(true));
-                Ok(f)
-            }
             Gathering::Copying(rx) => rx
                 .recv()
                 .map_err(|_| Error::Engine("the thread copying a batch's frames panicked".into())),
@@ -406,8 +364,6 @@ pub struct MultiModel<'e> {
     held: VecDeque<Held>,
     /// The order of the held batches' copies.
     turns: GatherTurns,
-    /// Since when a batch held waits for another to be gathered with.
-    waiting_since: Option<std::time::Instant>,
     /// Batches in flight, oldest first.
     flight: VecDeque<Flight>,
     /// Σ weight × log-likelihood of the batches added since the last settle.
@@ -547,7 +503,6 @@ impl<'e> MultiModel<'e> {
             next: 0,
             held: VecDeque::new(),
             turns: GatherTurns::default(),
-            waiting_since: None,
             flight: VecDeque::new(),
             like: 0.0,
             prepared: false,
@@ -584,50 +539,9 @@ impl<'e> MultiModel<'e> {
         crate::engine::batch_trace::mark_with(|| format!("hold-dev{}", batch.part));
         self.give(batch.part, batch.rows);
         self.held.push_back(batch);
-        self.start_gathering(false)?;
         self.send_ready(acc, false)?;
         while self.held.len() > HELD * self.parts.len() {
             self.send_ready(acc, true)?;
-        }
-        // A batch left waiting for a partner waits from now: the caller
-        // reads the partner's input only once this returns.
-        if self.waiting_since.is_some() {
-            self.waiting_since = Some(std::time::Instant::now());
-        }
-        Ok(())
-    }
-
-    /// Starts gathering the batches held whose parts wait, together, once
-    /// there is one a device, or [`PARTNER_WAIT`] after the first was held
-    /// (input read slowly, from a pipe), or with `all` (one must be sent):
-    /// their pieces then go to all the devices at once.
-    fn start_gathering(&mut self, all: bool) -> Result<()> {
-        let waiting: Vec<usize> = (0..self.held.len())
-            .filter(|&i| matches!(self.held[i].frames, Gathering::Waiting(_)))
-            .collect();
-        if waiting.is_empty() {
-            return Ok(());
-        }
-        let since = *self
-            .waiting_since
-            .get_or_insert_with(std::time::Instant::now);
-        if !all && waiting.len() < self.parts.len() && since.elapsed() < PARTNER_WAIT {
-            return Ok(());
-        }
-        self.waiting_since = None;
-        let mut batches = Vec::with_capacity(waiting.len());
-        let mut rows = 0;
-        for &i in &waiting {
-            let h = &mut self.held[i];
-            rows += h.rows;
-            let placeholder = Gathering::Ready(HostFrames::default());
-            if let Gathering::Waiting(f) = std::mem::replace(&mut h.frames, placeholder) {
-                batches.push(f);
-            }
-        }
-        let started = Gathering::start_together(batches, rows, &mut self.turns)?;
-        for (i, g) in waiting.into_iter().zip(started) {
-            self.held[i].frames = g;
         }
         Ok(())
     }
@@ -656,15 +570,6 @@ impl<'e> MultiModel<'e> {
     /// oldest batches in flight are added into `acc` until its device has
     /// room, and its copy is waited for.
     fn send_ready(&mut self, acc: &mut ModelAccumulators, wait: bool) -> Result<()> {
-        // The oldest batch must go: if its parts still wait for a partner,
-        // they are gathered now (the batches after it keep waiting).
-        let front_waits = self
-            .held
-            .front()
-            .is_some_and(|h| matches!(h.frames, Gathering::Waiting(_)));
-        if wait && front_waits {
-            self.start_gathering(true)?;
-        }
         if wait {
             if let Some(part) = self.held.front().map(|h| h.part) {
                 while self.in_flight(part) >= DEPTH {
@@ -932,7 +837,6 @@ impl LoadedModel for MultiModel<'_> {
     }
 
     fn send_copied(&mut self, acc: &mut ModelAccumulators) -> Result<()> {
-        self.start_gathering(false)?;
         let copied = self.held.front_mut().is_some_and(|h| h.frames.is_done());
         match copied {
             true => self.send_ready(acc, false),
@@ -963,7 +867,7 @@ impl LoadedModel for MultiModel<'_> {
             let batch = Held {
                 part: self.next,
                 rows,
-                frames: Gathering::new(std::mem::take(frames)),
+                frames: Gathering::start(std::mem::take(frames), rows, &mut self.turns)?,
                 dim,
                 targets: OwnedTargets::of(&targets),
             };
@@ -1168,39 +1072,6 @@ mod tests {
             .unwrap();
     }
 
-    /// Batches held back to back, one a device, are gathered together (their
-    /// pieces go to both devices at once); a batch held alone waits for a
-    /// partner, then goes alone at a `send_copied` after [`PARTNER_WAIT`].
-    #[test]
-    fn batches_are_gathered_a_device_each_together() {
-        let (mut rng, model) = small_model(17);
-        let d = D2;
-        let engines = [GpuLike::lending(), GpuLike::lending()];
-        let mut mm = lending_model(&engines, &model);
-        let mut acc = ModelAccumulators::zeros(&model, UpdateFlags::default());
-        let data = random::features(&mut rng, 300, d);
-        let waiting = |mm: &MultiModel<'_>| {
-            mm.held
-                .iter()
-                .filter(|h| matches!(h.frames, Gathering::Waiting(_)))
-                .count()
-        };
-        send_rows(&mut mm, &data[..100 * d], d, &mut acc);
-        assert_eq!(waiting(&mm), 1, "the first waits for a partner");
-        send_rows(&mut mm, &data[100 * d..200 * d], d, &mut acc);
-        assert_eq!(waiting(&mm), 0, "gathered together");
-        assert_eq!(mm.turns.next, 1, "in one turn");
-        send_rows(&mut mm, &data[200 * d..], d, &mut acc);
-        assert_eq!(waiting(&mm), 1);
-        mm.send_copied(&mut acc).unwrap();
-        std::thread::sleep(PARTNER_WAIT);
-        mm.send_copied(&mut acc).unwrap();
-        assert_eq!(waiting(&mm), 0, "gathered alone after the wait");
-        assert_eq!(mm.turns.next, 2);
-        mm.settle(&mut acc).unwrap();
-        assert_counted(&acc, 300);
-    }
-
     /// Batches of uneven sizes go to the device given the fewest frames;
     /// no more than [`HELD`] a device wait and [`DEPTH`] a device are in
     /// flight; a settle sends every batch, each counted once.
@@ -1308,8 +1179,6 @@ mod tests {
     /// more than 10 s, hence the minute.
     fn wait_copied(mm: &mut MultiModel<'_>) {
         let t0 = std::time::Instant::now();
-        // A lone batch held waits for a partner (`PARTNER_WAIT`): started now.
-        mm.start_gathering(true).unwrap();
         while !mm.held.front_mut().is_some_and(|h| h.frames.is_done()) {
             assert!(t0.elapsed().as_secs() < 60, "the copy never ended");
             std::thread::sleep(std::time::Duration::from_millis(1));
@@ -1468,8 +1337,8 @@ mod tests {
             HostFrames::lent(Box::new(crate::engine::test_engines::VecMem(vec![0.0; 3])));
         assert!(frames.keep_parts(vec![Box::new(part)]));
         let mut turns = GatherTurns::default();
-        let gathering = Gathering::start_together(vec![frames], 1, &mut turns).unwrap();
-        let frames = gathering.into_iter().next().unwrap().finish().unwrap();
+        let gathering = Gathering::start(frames, 1, &mut turns).unwrap();
+        let frames = gathering.finish().unwrap();
         assert_eq!(frames.as_slice(), &[1.0, 2.0, 3.0]);
         assert_eq!(*released.lock().unwrap(), None, "the part was let go first");
         tx.send(()).unwrap();
