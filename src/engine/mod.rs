@@ -18,7 +18,6 @@ pub mod row_max;
 pub mod subsets;
 #[cfg(test)]
 pub(crate) mod test_engines;
-pub mod upload;
 
 pub use host_frames::{FrameSource, HostFrames, LentMemory};
 pub use multi::{Gpus, MultiEngine};

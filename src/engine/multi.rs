@@ -200,10 +200,6 @@ struct Held {
 enum Gathering {
     Ready(HostFrames),
     Copying(Receiver<HostFrames>),
-    /// Kept parts handed to the gatherers, which send them to the batch's
-    /// device piece by piece ([`HostFrames::send_kept`]); their maxima come
-    /// back on the channel.
-    Sending(HostFrames, Receiver<crate::engine::upload::Gathered>),
 }
 
 /// The turns of the batches' copies: one batch's at a time, in batch
@@ -254,9 +250,6 @@ impl Gathering {
         if !frames.has_kept_parts() {
             return Ok(Gathering::Ready(frames));
         }
-        if let Some(rx) = frames.send_kept() {
-            return Ok(Gathering::Sending(frames, rx));
-        }
         let (ticket, turn) = turns.ticket();
         let turn2 = turn.clone();
         let (tx, rx) = sync_channel(1);
@@ -265,7 +258,7 @@ impl Gathering {
             .spawn(move || {
                 let copied = in_turn(ticket, &turn, || {
                     crate::engine::batch_trace::mark_with(|| format!("gather{rows}"));
-                    let copied = frames.gather_apart(false);
+                    let copied = frames.gather_apart();
                     crate::engine::batch_trace::mark_with(|| format!("gathered{rows}"));
                     copied
                 });
@@ -283,21 +276,6 @@ impl Gathering {
 
     /// Whether the frames are in place (finish will not wait).
     fn is_done(&mut self) -> bool {
-        if let Gathering::Sending(_, rx) = self {
-            return match rx.try_recv() {
-                Ok(found) => {
-                    let placeholder = Gathering::Ready(HostFrames::default());
-                    if let Gathering::Sending(mut f, _) = std::mem::replace(self, placeholder) {
-                        f.note_sent(found);
-                        *self = Gathering::Ready(f);
-                    }
-                    true
-                }
-                Err(TryRecvError::Empty) => false,
-                // A copy panicked: `finish` says so.
-                Err(TryRecvError::Disconnected) => true,
-            };
-        }
         let Gathering::Copying(rx) = self else {
             return true;
         };
@@ -315,13 +293,6 @@ impl Gathering {
     fn finish(self) -> Result<HostFrames> {
         match self {
             Gathering::Ready(f) => Ok(f),
-            Gathering::Sending(mut f, rx) => {
-                let found = rx.recv().map_err(|_| {
-                    Error::Engine("a thread copying a batch's frames panicked".into())
-                })?;
-                f.note_sent(found);
-                Ok(f)
-            }
             Gathering::Copying(rx) => rx
                 .recv()
                 .map_err(|_| Error::Engine("the thread copying a batch's frames panicked".into())),
