@@ -16,7 +16,8 @@ use std::sync::OnceLock;
 
 use amtool::engine::cuda::model::CudaModel;
 use amtool::engine::cuda::{engine_for_tests, CudaEngine};
-use amtool::engine::{Engine, FrameBatch, FrameTargets, LoadedModel};
+use amtool::engine::upload::PIECE_FLOATS;
+use amtool::engine::{Engine, FrameBatch, FrameSource, FrameTargets, HostFrames, LoadedModel};
 use amtool::model::{AcousticModel, CovKind};
 use amtool::stats::{ModelAccumulators, UpdateFlags};
 use amtool::train::acc_stats::{GlobalAccStats, BATCH_FRAMES};
@@ -24,9 +25,15 @@ use amtool::train::acc_stats::{GlobalAccStats, BATCH_FRAMES};
 mod gmm_ref;
 use gmm_ref::*;
 
+/// The device, its batch buffers sent piece by piece as they are gathered
+/// (as when a process uses several devices).
 fn engine() -> Option<&'static CudaEngine> {
     static E: OnceLock<Option<CudaEngine>> = OnceLock::new();
-    E.get_or_init(engine_for_tests).as_ref()
+    let e = E.get_or_init(engine_for_tests).as_ref();
+    if let Some(e) = e {
+        e.set_uploads(true);
+    }
+    e
 }
 
 /// Frame ranges of random batch sizes (1..=`max`) covering `frames`.
@@ -41,22 +48,65 @@ fn batches(rng: &mut Rng, frames: usize, max: usize) -> Vec<(usize, usize)> {
     out
 }
 
-/// Statistics of `feats` sent batch by batch, from lent memory or not;
-/// `states[t]`: the state of frame t (None: global statistics).
+/// How a test sends its batches.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum How {
+    /// `accumulate_deferred` from ordinary memory.
+    Plain,
+    /// Pushed into lent memory (copied there at once).
+    Pushed,
+    /// Kept as parts of random lengths, one pushed among them, gathered
+    /// into lent memory when the batch is sent, and sent on to the device
+    /// as they are copied (`engine::upload`).
+    Kept,
+}
+
+/// A batch of `rows` (frames of `d` floats) queued in `buf` as `how` says.
+fn queue(buf: &mut HostFrames, rows: &[f32], d: usize, how: How, rng: &mut Rng) {
+    assert!(buf.is_empty() && buf.has_room(rows.len()));
+    if how == How::Pushed {
+        assert!(buf.push(rows));
+        return;
+    }
+    let frames = rows.len() / d;
+    let mut lens = Vec::new();
+    let mut t = 0;
+    while t < frames {
+        lens.push((1 + rng.below(3_000)).min(frames - t));
+        t += lens[lens.len() - 1];
+    }
+    // One part of several is pushed (a batch of one part keeps it).
+    let pushed = (lens.len() > 1).then(|| rng.below(lens.len()));
+    let mut t = 0;
+    for (i, n) in lens.into_iter().enumerate() {
+        let part = &rows[t * d..(t + n) * d];
+        if pushed == Some(i) {
+            assert!(buf.push(part));
+        } else {
+            assert!(buf.keep_parts(vec![Box::new(part.to_vec()) as Box<dyn FrameSource + Send>]));
+        }
+        t += n;
+    }
+}
+
+/// Statistics of `feats` sent batch by batch, `how` says from where;
+/// `states[t]`: the state of frame t (None: global statistics). Also the
+/// chunks that took the FP16 E-step, and the batches uploaded early.
 fn send(
     e: &CudaEngine,
     m: &AcousticModel,
     feats: &[f32],
     states: Option<&[u32]>,
     ranges: &[(usize, usize)],
-    lent: bool,
-) -> (ModelAccumulators, f64, usize) {
+    how: How,
+) -> (ModelAccumulators, f64, usize, usize) {
     let d = m.dim;
     let mut cm = CudaModel::new(e, m).expect("model");
     let mut acc = ModelAccumulators::zeros(m, UpdateFlags::default());
     let max = ranges.iter().map(|r| r.1 - r.0).max().unwrap_or(1);
     let mut buf = cm.host_frames(max * d).expect("host frames");
     assert!(buf.is_lent(), "the CUDA engine lends page-locked memory");
+    let mut rng = Rng(ranges.len() as u64);
     let mut like = 0.0;
     for &(t0, t1) in ranges {
         let targets = match states {
@@ -64,9 +114,8 @@ fn send(
             Some(s) => FrameTargets::Aligned(&s[t0..t1]),
         };
         let rows = &feats[t0 * d..t1 * d];
-        let l = if lent {
-            assert!(buf.is_empty() && buf.has_room(rows.len()));
-            assert!(buf.push(rows));
+        let l = if how != How::Plain {
+            queue(&mut buf, rows, d, how, &mut rng);
             let l = cm.accumulate_frames(&mut buf, d, targets, &mut acc);
             // The lent memory went with the batch: the caller asks for more.
             assert!(
@@ -82,10 +131,12 @@ fn send(
         like += l.expect("accumulate").unwrap_or(0.0);
     }
     like += cm.settle(&mut acc).expect("settle");
-    (acc, like, cm.fp16_estep_chunks())
+    (acc, like, cm.fp16_estep_chunks(), cm.uploaded_batches())
 }
 
-fn same_bits(lent: &(ModelAccumulators, f64, usize), plain: &(ModelAccumulators, f64, usize)) {
+type Sent = (ModelAccumulators, f64, usize, usize);
+
+fn same_bits(lent: &Sent, plain: &Sent) {
     assert!(lent.0 == plain.0, "lent and plain statistics differ");
     assert_eq!(lent.1.to_bits(), plain.1.to_bits(), "likelihoods differ");
 }
@@ -103,9 +154,16 @@ fn cuda_lent_batches_equal_plain_aligned() {
         .collect();
     let ranges = batches(&mut rng, frames, 9_000);
     assert!(ranges.len() > 4, "buffers are recycled");
-    let lent = send(e, &m, &feats, Some(&states), &ranges, true);
-    let plain = send(e, &m, &feats, Some(&states), &ranges, false);
+    let plain = send(e, &m, &feats, Some(&states), &ranges, How::Plain);
+    let lent = send(e, &m, &feats, Some(&states), &ranges, How::Pushed);
     same_bits(&lent, &plain);
+    let kept = send(e, &m, &feats, Some(&states), &ranges, How::Kept);
+    same_bits(&kept, &plain);
+    assert_eq!(
+        (lent.3, kept.3),
+        (0, ranges.len()),
+        "batches uploaded early"
+    );
     let want = ref_accumulate(&m, &feats, FrameTargets::Aligned(&states));
     compare_acc(&lent.0, &want).expect("vs f64");
 }
@@ -121,13 +179,40 @@ fn cuda_lent_batches_equal_plain_global_fp16_and_fp32() {
         let frames = 30_000;
         let feats = random_feats(&mut rng, frames, m.dim);
         let ranges = batches(&mut rng, frames, 7_000);
-        let lent = send(e, &m, &feats, None, &ranges, true);
-        let plain = send(e, &m, &feats, None, &ranges, false);
+        let lent = send(e, &m, &feats, None, &ranges, How::Pushed);
+        let plain = send(e, &m, &feats, None, &ranges, How::Plain);
         same_bits(&lent, &plain);
+        let kept = send(e, &m, &feats, None, &ranges, How::Kept);
+        same_bits(&kept, &plain);
+        assert_eq!(
+            (lent.3, kept.3),
+            (0, ranges.len()),
+            "batches uploaded early"
+        );
         assert_eq!(lent.2 > 0, fp16, "{g} Gaussians: FP16 E-step used");
         let want = ref_accumulate(&m, &feats, FrameTargets::Global);
         compare_acc(&lent.0, &want).expect("vs f64");
     }
+}
+
+/// Batches of many pieces each (`upload::PIECE_FLOATS`), with parts
+/// longer than a piece, and chunks of the FP16 E-step that cut parts,
+/// against the same in ordinary memory, bit for bit.
+#[test]
+fn cuda_batches_sent_while_gathered_equal_plain() {
+    let Some(e) = engine() else { return };
+    let mut rng = Rng(31);
+    let m = random_model(&mut rng, 40, CovKind::Diagonal, &[300]);
+    let frames = 240_000;
+    let feats = random_feats(&mut rng, frames, m.dim);
+    let mut ranges = batches(&mut rng, 140_000, 30_000);
+    ranges.push((140_000, frames));
+    assert!((frames - 140_000) * m.dim > 6 * PIECE_FLOATS);
+    let plain = send(e, &m, &feats, None, &ranges, How::Plain);
+    let kept = send(e, &m, &feats, None, &ranges, How::Kept);
+    same_bits(&kept, &plain);
+    assert_eq!(kept.3, ranges.len(), "batches uploaded early");
+    assert!(kept.2 > 0, "FP16 E-step used");
 }
 
 /// `gmm-global-acc-stats` through the CUDA engine: utterances batched into

@@ -13,6 +13,7 @@
 //! the source): `AMTOOL_FRAME_STORES=cached` turns them off, for
 //! comparison.
 
+use std::ops::Range;
 use std::sync::OnceLock;
 
 use amtool_formats::kaldi::matrix::{FloatKind, RawMatrix};
@@ -28,6 +29,34 @@ fn streaming_stores() -> bool {
 /// `src`'s values (`dst.len()` of them) copied into `dst`, and the largest
 /// |x_d| of each of the `dim` columns of its rows.
 pub fn copy_abs_max(src: &RawMatrix<'_>, dst: &mut [f32], dim: usize) -> Vec<f32> {
+    copy_abs_max_stores(src, dst, dim, streaming_stores())
+}
+
+/// Floats `floats` of `src` (counted over its rows, which start at float
+/// 0) copied into `dst` as [`copy_abs_max`] does, but with plain stores:
+/// `dst` is a small piece a device reads while it is in the cache
+/// ([`crate::engine::upload`]). The maxima are of `dim`-wide rows from the
+/// range's start.
+pub fn copy_range_abs_max(
+    src: &RawMatrix<'_>,
+    floats: Range<usize>,
+    dst: &mut [f32],
+    dim: usize,
+) -> Vec<f32> {
+    let width = match src.kind {
+        FloatKind::F32 => 4,
+        FloatKind::F64 => 8,
+    };
+    let part = RawMatrix {
+        rows: 1,
+        cols: floats.len(),
+        kind: src.kind,
+        data: &src.data[floats.start * width..floats.end * width],
+    };
+    copy_abs_max_stores(&part, dst, dim, false)
+}
+
+fn copy_abs_max_stores(src: &RawMatrix<'_>, dst: &mut [f32], dim: usize, stream: bool) -> Vec<f32> {
     assert_eq!(
         src.rows * src.cols,
         dst.len(),
@@ -36,7 +65,7 @@ pub fn copy_abs_max(src: &RawMatrix<'_>, dst: &mut [f32], dim: usize) -> Vec<f32
     #[cfg(target_arch = "x86_64")]
     if src.kind == FloatKind::F32 && dim > 0 && dst.len() % dim == 0 {
         // SAFETY: lengths checked above; SSE2 is part of x86-64.
-        return unsafe { x86::copy_abs_max(src.data, dst, dim, streaming_stores()) };
+        return unsafe { x86::copy_abs_max(src.data, dst, dim, stream) };
     }
     src.copy_to_f32(dst);
     block_abs_max(dst, dim.max(1))
@@ -170,6 +199,28 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// A range, with plain stores: the same bits as that range copied
+    /// alone, whole rows or not.
+    #[test]
+    fn a_range_copied_is_that_range_of_a_plain_copy() {
+        let mut rng = Rng::new(8);
+        let (dim, rows) = (13, 50);
+        let v: Vec<f32> = (0..rows * dim).map(|_| rng.normal() as f32).collect();
+        let src = bytes_of(&v, 3);
+        for (r, d) in [
+            (0..0, dim),
+            (0..650, dim),
+            (91..104, dim),
+            (39..533, dim),
+            (5..617, 1),
+        ] {
+            let mut out = vec![0f32; r.len()];
+            let got = copy_range_abs_max(&raw(&src[3..], rows, dim), r.clone(), &mut out, d);
+            assert_eq!(out, &v[r.clone()], "floats {r:?}");
+            assert_eq!(got, block_abs_max(&v[r.clone()], d), "floats {r:?}");
         }
     }
 

@@ -7,11 +7,13 @@
 //! device reads the batch from there. Otherwise it is a plain vector.
 
 use std::any::Any;
-use std::sync::OnceLock;
+use std::ops::Range;
+use std::sync::{Arc, OnceLock};
 
 use rayon::prelude::*;
 
 use super::row_max::{block_abs_max, RowMaxima};
+use super::upload::{self, Found, Upload};
 
 /// Memory an engine lends for a batch (for example page-locked memory that
 /// a GPU copies from directly). Its whole length is room for frames.
@@ -20,6 +22,12 @@ pub trait LentMemory: Send + 'static {
     fn as_mut_slice(&mut self) -> &mut [f32];
     /// For the engine that lent it, to get its own type back.
     fn into_any(self: Box<Self>) -> Box<dyn Any>;
+    /// Where the engine sends the batch on while its kept parts are
+    /// gathered ([`super::upload`]); `None`: it copies the batch when it is
+    /// sent.
+    fn uploader(&self) -> Option<Arc<dyn Upload>> {
+        None
+    }
 }
 
 /// Frames a caller keeps (an utterance it owns, or a part of a mapped
@@ -36,6 +44,16 @@ pub trait FrameSource: Sync {
         self.copy_to(dst);
         block_abs_max(dst, dim)
     }
+    /// Floats `floats` of it (whole rows of `dim`) written to `dst` with
+    /// plain stores (into a small piece that stays in the cache, see
+    /// [`super::upload`]), returning their rows' largest |x_d|. The default
+    /// copies the whole part first.
+    fn copy_range_abs_max(&self, floats: Range<usize>, dst: &mut [f32], dim: usize) -> Vec<f32> {
+        let mut all = vec![0f32; self.floats()];
+        self.copy_to(&mut all);
+        dst.copy_from_slice(&all[floats]);
+        block_abs_max(dst, dim)
+    }
 }
 
 impl<T: FrameSource + ?Sized> FrameSource for Box<T> {
@@ -48,6 +66,9 @@ impl<T: FrameSource + ?Sized> FrameSource for Box<T> {
     fn copy_abs_max(&self, dst: &mut [f32], dim: usize) -> Vec<f32> {
         (**self).copy_abs_max(dst, dim)
     }
+    fn copy_range_abs_max(&self, floats: Range<usize>, dst: &mut [f32], dim: usize) -> Vec<f32> {
+        (**self).copy_range_abs_max(floats, dst, dim)
+    }
 }
 
 impl FrameSource for Vec<f32> {
@@ -56,6 +77,10 @@ impl FrameSource for Vec<f32> {
     }
     fn copy_to(&self, dst: &mut [f32]) {
         dst.copy_from_slice(self);
+    }
+    fn copy_range_abs_max(&self, floats: Range<usize>, dst: &mut [f32], dim: usize) -> Vec<f32> {
+        dst.copy_from_slice(&self[floats]);
+        block_abs_max(dst, dim)
     }
 }
 
@@ -231,14 +256,28 @@ impl HostFrames {
     /// Copy the parts kept by [`keep_parts`](Self::keep_parts) to their
     /// places, in parallel.
     pub fn gather(&mut self) {
-        drop(self.gather_apart());
+        drop(self.gather_apart(false));
     }
 
     /// [`gather`](Self::gather), the parts copied handed back rather than
     /// let go: letting go of a mapped archive's last part unmaps the
     /// archive (3–4 ms for 0.5 GB), which a caller does after it has
-    /// handed the batch on.
-    pub fn gather_apart(&mut self) -> CopiedParts {
+    /// handed the batch on. With `send`, and memory whose engine gives an
+    /// [`Upload`], the parts go to the engine's device as they are copied
+    /// and not into the memory ([`super::upload`]): only that engine may
+    /// read the batch then, as it sends it.
+    pub fn gather_apart(&mut self, send: bool) -> CopiedParts {
+        if send {
+            if let Some(rx) = self.send_kept() {
+                let _t = crate::timeline::Tally::start("gather");
+                match rx.recv() {
+                    Ok(found) => self.note_sent(found),
+                    // A copy panicked: the engine finds the batch not sent.
+                    Err(_) => self.maxima = None,
+                }
+                return CopiedParts(Vec::new());
+            }
+        }
         let kept = std::mem::take(&mut self.kept);
         if kept.is_empty() {
             return CopiedParts(kept);
@@ -250,6 +289,26 @@ impl HostFrames {
             copy_parts(places, &parts, &mut self.maxima);
         }
         CopiedParts(kept)
+    }
+
+    /// Hands the kept parts to the gatherers, to go to the engine's device
+    /// as they are copied ([`super::upload`]), where the memory's engine
+    /// gives an [`Upload`]; the maxima of the rows come on the channel
+    /// (for [`note_sent`](Self::note_sent)). `None`: nothing to send that
+    /// way. Only the engine that lent the memory may read the batch then.
+    pub fn send_kept(&mut self) -> Option<std::sync::mpsc::Receiver<upload::Gathered>> {
+        let Mem::Lent(m) = &self.mem else {
+            return None;
+        };
+        let up = m.uploader().filter(|_| !self.kept.is_empty())?;
+        let dim = self.maxima.as_ref().map_or(1, |m| m.dim().max(1));
+        let kept = std::mem::take(&mut self.kept);
+        Some(upload::submit(kept, self.len, dim, up))
+    }
+
+    /// Notes the maxima of parts sent by [`send_kept`](Self::send_kept).
+    pub fn note_sent(&mut self, found: Vec<Found>) {
+        note_found(&mut self.maxima, found);
     }
 
     /// The floats written (after [`gather`](Self::gather) where parts were kept).
@@ -281,10 +340,21 @@ impl HostFrames {
     /// floats written and the parts' maxima, leaving `self` an empty plain
     /// buffer; `None` (and `self` untouched) for a plain one.
     pub fn take_lent(&mut self) -> Option<LentFrames> {
+        self.take_lent_gathered(false)
+    }
+
+    /// [`take_lent`](Self::take_lent) for the engine that lent the memory,
+    /// as it sends the batch: kept parts go to its device as they are
+    /// gathered where it gives an [`Upload`] (`gather_apart(true)`).
+    pub fn take_lent_sent(&mut self) -> Option<LentFrames> {
+        self.take_lent_gathered(true)
+    }
+
+    fn take_lent_gathered(&mut self, send: bool) -> Option<LentFrames> {
         if !self.is_lent() {
             return None;
         }
-        self.gather();
+        drop(self.gather_apart(send));
         let len = std::mem::take(&mut self.len);
         let maxima = self.maxima.take();
         match std::mem::replace(&mut self.mem, Mem::Plain(Vec::new())) {
@@ -358,6 +428,17 @@ fn gather_pool(threads: Option<&str>, cores: usize) -> Option<rayon::ThreadPool>
         .ok()
 }
 
+/// The copies' threads ([`GATHER_THREADS_ENV`], else
+/// [`default_gather_threads`], else every core).
+pub(super) fn gather_threads() -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let asked: Option<usize> = std::env::var(GATHER_THREADS_ENV)
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .filter(|&n| n > 0);
+    asked.or(default_gather_threads(cores)).unwrap_or(cores)
+}
+
 /// Runs `f` in the copies' pool ([`GATHER_THREADS_ENV`]).
 fn in_gather_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     static POOL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
@@ -392,9 +473,14 @@ fn copy_parts(
             })
             .collect()
     });
+    note_found(maxima, found.into_iter().flatten().collect());
+}
+
+/// Notes the maxima `found` of parts copied (where they went, their floats).
+fn note_found(maxima: &mut Option<RowMaxima>, found: Vec<(usize, usize, Vec<f32>)>) {
     if let Some(rm) = maxima {
         let d = rm.dim().max(1);
-        for (at, n, max) in found.into_iter().flatten() {
+        for (at, n, max) in found {
             rm.note(at / d..(at + n) / d, max);
         }
     }
@@ -404,7 +490,7 @@ fn copy_parts(
 mod tests {
     use super::*;
 
-    use crate::engine::test_engines::VecMem;
+    use crate::engine::test_engines::{UploadMem, VecMem};
 
     /// AMTOOL_GATHER_THREADS=N gives the copies a pool of N threads, 0 the
     /// global pool; unset or unreadable, three in four of 8 or more cores.
@@ -493,6 +579,47 @@ mod tests {
         let mut plain = HostFrames::default();
         assert!(plain.keep_parts(boxed(&parts)));
         assert_eq!(plain.as_slice(), &[1.0, -2.0, 3.0, 0.5, -4.0, 5.0]);
+    }
+
+    /// Memory with an uploader: the kept parts and the frames pushed
+    /// between them reach the device copy whole (the kept parts never the
+    /// lent memory), and the maxima noted cover every row, in pieces no
+    /// chunk cuts: each chunk's maxima come from the notes alone.
+    #[test]
+    fn gathering_sends_the_whole_batch_on() {
+        let mut rng = crate::bench::random::Rng::new(3);
+        let (d, chunk) = (4, 3_000);
+        let parts: Vec<Vec<f32>> = (0..200)
+            .map(|i| {
+                (0..d * (1 + i * 37 % 9000))
+                    .map(|_| rng.normal() as f32)
+                    .collect()
+            })
+            .collect();
+        let total: usize = parts.iter().map(Vec::len).sum::<usize>() + d;
+        let mut lent = HostFrames::lent(Box::new(UploadMem::new(total + 8, chunk)));
+        lent.track_abs_max(d);
+        assert!(lent.keep_parts(boxed(&parts[..120])));
+        assert!(lent.push(&[1.0, -2.0, 3.0, 4.0]));
+        assert!(lent.keep_parts(boxed(&parts[120..])));
+        let LentFrames { mem, len, maxima } = lent.take_lent_sent().expect("lent");
+        assert_eq!(len, total);
+        let mem = mem.into_any().downcast::<UploadMem>().expect("own type");
+        let want: Vec<f32> = parts[..120]
+            .iter()
+            .flatten()
+            .chain(&[1.0, -2.0, 3.0, 4.0])
+            .chain(parts[120..].iter().flatten())
+            .copied()
+            .collect();
+        assert_eq!(mem.uploaded(len).expect("sent"), want);
+        assert!(mem.as_slice()[..len].iter().filter(|x| x.is_nan()).count() == len - d);
+        let maxima = maxima.expect("tracked");
+        for c0 in (0..len / d).step_by(chunk) {
+            let rows = c0..(c0 + chunk).min(len / d);
+            let exact = block_abs_max(&want[rows.start * d..rows.end * d], d);
+            assert_eq!(maxima.noted_abs_max(rows.clone()), exact, "chunk {rows:?}");
+        }
     }
 
     #[test]

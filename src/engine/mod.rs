@@ -6,6 +6,7 @@
 //! number of threads or on the chunking of frames; CPU and GPU agree to float
 //! rounding (see the property tests).
 
+pub mod adder;
 pub mod batch_trace;
 pub mod choice;
 pub mod copy_max;
@@ -18,6 +19,7 @@ pub mod row_max;
 pub mod subsets;
 #[cfg(test)]
 pub(crate) mod test_engines;
+pub mod upload;
 
 pub use host_frames::{FrameSource, HostFrames, LentMemory};
 pub use multi::{Gpus, MultiEngine};
@@ -386,6 +388,21 @@ pub trait LoadedModel: Send {
         Err(crate::Error::Engine(
             "no batch statistics are kept to collect".into(),
         ))
+    }
+
+    /// [`collect_apart`](Self::collect_apart) of the oldest batch kept, but
+    /// its statistics handed back to be added later (on another thread:
+    /// [`adder`]), with its Σ weight × log-likelihood; `shape` is the
+    /// accumulators they will be added into. Default: collected now into
+    /// zeros shaped like `shape` (the same bits once added: 0 + x = x).
+    fn take_apart(&mut self, shape: &ModelAccumulators) -> Result<(f64, adder::AddLater)> {
+        let mut stats = shape.zeros_like();
+        let like = self.collect_apart(&mut stats)?;
+        let add: adder::AddLater = Box::new(move |acc: &mut ModelAccumulators| {
+            acc.add(&stats);
+            Ok(())
+        });
+        Ok((like, add))
     }
 
     /// Device time of the kernels of the last call (CUDA: events around each

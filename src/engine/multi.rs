@@ -31,6 +31,7 @@ use std::ops::Range;
 use std::sync::mpsc::{sync_channel, Receiver, TryRecvError};
 use std::sync::{Arc, Condvar, Mutex};
 
+use super::adder::{AddLater, Adder};
 use super::{Engine, FrameBatch, FrameTargets, HostFrames, LoadedModel, Selection, StateSubsets};
 use crate::model::AcousticModel;
 use crate::stats::ModelAccumulators;
@@ -200,6 +201,10 @@ struct Held {
 enum Gathering {
     Ready(HostFrames),
     Copying(Receiver<HostFrames>),
+    /// Kept parts handed to the gatherers, which send them to the batch's
+    /// device piece by piece ([`HostFrames::send_kept`]); their maxima come
+    /// back on the channel.
+    Sending(HostFrames, Receiver<crate::engine::upload::Gathered>),
 }
 
 /// The turns of the batches' copies: one batch's at a time, in batch
@@ -250,6 +255,9 @@ impl Gathering {
         if !frames.has_kept_parts() {
             return Ok(Gathering::Ready(frames));
         }
+        if let Some(rx) = frames.send_kept() {
+            return Ok(Gathering::Sending(frames, rx));
+        }
         let (ticket, turn) = turns.ticket();
         let turn2 = turn.clone();
         let (tx, rx) = sync_channel(1);
@@ -258,7 +266,7 @@ impl Gathering {
             .spawn(move || {
                 let copied = in_turn(ticket, &turn, || {
                     crate::engine::batch_trace::mark_with(|| format!("gather{rows}"));
-                    let copied = frames.gather_apart();
+                    let copied = frames.gather_apart(false);
                     crate::engine::batch_trace::mark_with(|| format!("gathered{rows}"));
                     copied
                 });
@@ -276,6 +284,21 @@ impl Gathering {
 
     /// Whether the frames are in place (finish will not wait).
     fn is_done(&mut self) -> bool {
+        if let Gathering::Sending(_, rx) = self {
+            return match rx.try_recv() {
+                Ok(found) => {
+                    let placeholder = Gathering::Ready(HostFrames::default());
+                    if let Gathering::Sending(mut f, _) = std::mem::replace(self, placeholder) {
+                        f.note_sent(found);
+                        *self = Gathering::Ready(f);
+                    }
+                    true
+                }
+                Err(TryRecvError::Empty) => false,
+                // A copy panicked: `finish` says so.
+                Err(TryRecvError::Disconnected) => true,
+            };
+        }
         let Gathering::Copying(rx) = self else {
             return true;
         };
@@ -293,6 +316,13 @@ impl Gathering {
     fn finish(self) -> Result<HostFrames> {
         match self {
             Gathering::Ready(f) => Ok(f),
+            Gathering::Sending(mut f, rx) => {
+                let found = rx.recv().map_err(|_| {
+                    Error::Engine("a thread copying a batch's frames panicked".into())
+                })?;
+                f.note_sent(found);
+                Ok(f)
+            }
             Gathering::Copying(rx) => rx
                 .recv()
                 .map_err(|_| Error::Engine("the thread copying a batch's frames panicked".into())),
@@ -368,6 +398,9 @@ pub struct MultiModel<'e> {
     flight: VecDeque<Flight>,
     /// Σ weight × log-likelihood of the batches added since the last settle.
     like: f64,
+    /// The received batches' statistics added up, in order, off the thread
+    /// that sends them; into the caller's accumulators at the settle.
+    adder: Adder,
     /// Whether the devices were made ready for statistics
     /// ([`LoadedModel::prepare_statistics`]).
     prepared: bool,
@@ -505,6 +538,7 @@ impl<'e> MultiModel<'e> {
             turns: GatherTurns::default(),
             flight: VecDeque::new(),
             like: 0.0,
+            adder: Adder::default(),
             prepared: false,
             last_call: LastCall::Settled(None),
         }
@@ -572,6 +606,7 @@ impl<'e> MultiModel<'e> {
     fn send_ready(&mut self, acc: &mut ModelAccumulators, wait: bool) -> Result<()> {
         if wait {
             if let Some(part) = self.held.front().map(|h| h.part) {
+                crate::engine::batch_trace::mark_with(|| format!("must-dev{part}"));
                 while self.in_flight(part) >= DEPTH {
                     self.receive(acc)?;
                 }
@@ -656,18 +691,37 @@ impl<'e> MultiModel<'e> {
         let Some(f) = self.flight.pop_front() else {
             return Ok(());
         };
-        self.like += match f.stats {
+        let (like, add) = match f.stats {
             Some(s) => {
                 if !acc.same_shape(&s) {
                     return Err(Error::Mismatch(
                         "accumulators are shaped for another model".into(),
                     ));
                 }
-                acc.add(&s);
-                s.total_like
+                let like = s.total_like;
+                let add: AddLater = Box::new(move |sum: &mut ModelAccumulators| {
+                    sum.add(&s);
+                    Ok(())
+                });
+                (like, add)
             }
-            None => self.parts[f.part].collect_apart(acc)?,
+            None => self.parts[f.part].take_apart(acc)?,
         };
+        self.like += like;
+        self.adder.add(acc, add)
+    }
+
+    /// Adds the sum of the batches received since the last fold into
+    /// `acc`, once the adder has added them all.
+    fn fold(&mut self, acc: &mut ModelAccumulators) -> Result<()> {
+        if let Some(sum) = self.adder.take()? {
+            if !acc.same_shape(&sum) {
+                return Err(Error::Mismatch(
+                    "accumulators are shaped for another model".into(),
+                ));
+            }
+            acc.add(&sum);
+        }
         Ok(())
     }
 
@@ -884,6 +938,7 @@ impl LoadedModel for MultiModel<'_> {
         while !self.flight.is_empty() {
             self.receive(acc)?;
         }
+        self.fold(acc)?;
         self.last_call = LastCall::Settled(longest(
             self.parts.iter_mut().map(|p| p.take_apart_kernel_seconds()),
         ));
@@ -1117,9 +1172,7 @@ mod tests {
         let mut mm = lending_model(&engines, &model);
         let mut acc = ModelAccumulators::zeros(&model, UpdateFlags::default());
         let data = random::features(&mut rng, 200, d);
-        send_rows(&mut mm, &data[..100 * d], d, &mut acc);
-        wait_copied(&mut mm);
-        assert_eq!((mm.held.len(), mm.flight.len()), (1, 0));
+        hold_copied(&mut mm, &data[..100 * d], d, &mut acc);
         // The second batch's copy cannot end before its hold looks.
         let gate = send_gated(&mut mm, &data[100 * d..], d, &mut acc);
         assert_eq!(
@@ -1148,17 +1201,15 @@ mod tests {
         let mut mm = lending_model(&engines, &model);
         let mut acc = ModelAccumulators::zeros(&model, UpdateFlags::default());
         let data = random::features(&mut rng, 200, d);
-        send_rows(&mut mm, &data[..100 * d], d, &mut acc);
-        wait_copied(&mut mm);
+        hold_copied(&mut mm, &data[..100 * d], d, &mut acc);
         mm.send_copied(&mut acc).unwrap();
         assert_eq!(
             (mm.held.len(), mm.flight.len()),
             (0, 1),
             "device 0 is ready"
         );
-        send_rows(&mut mm, &data[100 * d..], d, &mut acc);
+        hold_copied(&mut mm, &data[100 * d..], d, &mut acc);
         assert_eq!(mm.held[0].part, 1);
-        wait_copied(&mut mm);
         mm.send_copied(&mut acc).unwrap();
         assert_eq!(
             (mm.held.len(), mm.flight.len()),
@@ -1180,6 +1231,21 @@ mod tests {
     fn wait_copied(mm: &mut MultiModel<'_>) {
         let t0 = std::time::Instant::now();
         while !mm.held.front_mut().is_some_and(|h| h.frames.is_done()) {
+            assert!(t0.elapsed().as_secs() < 60, "the copy never ended");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
+    /// [`send_rows`] of a batch left held and copied: its copy is gated
+    /// until its hold has looked, since a copy ended by then (gatherer
+    /// threads can be that fast) sends the batch there.
+    fn hold_copied(mm: &mut MultiModel<'_>, rows: &[f32], d: usize, acc: &mut ModelAccumulators) {
+        let held = mm.held.len();
+        let gate = send_gated(mm, rows, d, acc);
+        assert_eq!(mm.held.len(), held + 1, "the batch is not held");
+        gate.open();
+        let t0 = std::time::Instant::now();
+        while !mm.held.back_mut().is_some_and(|h| h.frames.is_done()) {
             assert!(t0.elapsed().as_secs() < 60, "the copy never ended");
             std::thread::sleep(std::time::Duration::from_millis(1));
         }

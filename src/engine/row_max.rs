@@ -89,6 +89,20 @@ impl RowMaxima {
         self.parts.clear();
     }
 
+    /// Largest |x_d| of the parts noted that meet rows `rows` (whole: a
+    /// part cut by the range's ends gives its maxima, a bound on those of
+    /// its rows inside), for frames no longer at hand; 0 for rows of no
+    /// part.
+    pub fn noted_abs_max(&self, rows: Range<usize>) -> Vec<f32> {
+        let mut m = vec![0f32; self.dim];
+        for (part, max) in &self.parts {
+            if part.end > rows.start && part.start < rows.end {
+                merge_into(&mut m, max);
+            }
+        }
+        m
+    }
+
     /// Largest |x_d| over rows `rows` of `data` (the batch these maxima are
     /// of): the noted parts inside `rows` as noted, the rest (parts cut by
     /// the range's ends, rows of no part) from `data`. The same values as

@@ -7,11 +7,13 @@
 
 use std::any::Any;
 use std::collections::VecDeque;
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use super::cpu::CpuEngine;
 use super::host_frames::LentMemory;
+use super::upload::Upload;
 use super::{Engine, FrameBatch, FrameTargets, HostFrames, LoadedModel};
 use crate::model::AcousticModel;
 use crate::stats::ModelAccumulators;
@@ -29,6 +31,108 @@ impl LentMemory for VecMem {
     }
     fn into_any(self: Box<Self>) -> Box<dyn Any> {
         self
+    }
+}
+
+/// Memory lent for a batch with a pretend device copy that an
+/// [`Upload`] fills as the batch is gathered (NaN where nothing was sent):
+/// the kept parts go only there, never into the lent memory.
+pub struct UploadMem {
+    host: Vec<f32>,
+    twin: Arc<Twin>,
+}
+
+/// The pretend device copy, and what the uploads did.
+pub struct Twin {
+    host: *const f32,
+    /// Frames of the chunks the pieces must not straddle.
+    chunk: usize,
+    /// The copy, the floats sent, and the lengths `finished` was told.
+    copy: Mutex<(Vec<f32>, usize, Vec<usize>)>,
+}
+
+// SAFETY: `host` points into the vector of the `UploadMem` that owns the
+// twin; `send_lent` reads ranges written before the gathering.
+unsafe impl Send for Twin {}
+unsafe impl Sync for Twin {}
+
+impl UploadMem {
+    /// Room for `floats`, sent in pieces inside chunks of `chunk` frames.
+    pub fn new(floats: usize, chunk: usize) -> Self {
+        let host = vec![f32::NAN; floats];
+        let twin = Arc::new(Twin {
+            host: host.as_ptr(),
+            chunk,
+            copy: Mutex::new((vec![f32::NAN; floats], 0, Vec::new())),
+        });
+        UploadMem { host, twin }
+    }
+
+    /// The device copy of the first `len` floats, when the uploads sent
+    /// exactly those and said so once; `None` when nothing was sent.
+    pub fn uploaded(&self, len: usize) -> Option<Vec<f32>> {
+        let c = self.twin.copy.lock().unwrap_or_else(|e| e.into_inner());
+        if c.1 == 0 && c.2.is_empty() {
+            return None;
+        }
+        assert_eq!(
+            (c.1, &c.2[..]),
+            (len, &[len][..]),
+            "the batch sent whole, once"
+        );
+        Some(c.0[..len].to_vec())
+    }
+}
+
+impl Twin {
+    fn put(&self, at: usize, src: &[f32]) {
+        let mut c = self.copy.lock().unwrap_or_else(|e| e.into_inner());
+        assert!(
+            c.0[at..at + src.len()].iter().all(|x| x.is_nan()),
+            "floats {at}.. sent twice"
+        );
+        c.0[at..at + src.len()].copy_from_slice(src);
+        c.1 += src.len();
+    }
+}
+
+impl Upload for Twin {
+    fn chunk_frames(&self, _frames: usize) -> usize {
+        self.chunk
+    }
+    fn send(&self, at: usize, n: usize, fill: &mut dyn FnMut(&mut [f32])) {
+        assert!(n <= super::upload::PIECE_FLOATS);
+        let mut piece = vec![f32::NAN; n];
+        fill(&mut piece);
+        self.put(at, &piece);
+    }
+    fn send_lent(&self, floats: Range<usize>) {
+        // SAFETY: see `Twin`; the range is inside the vector (the copy has
+        // its length, and `put` checks it).
+        let src = unsafe { std::slice::from_raw_parts(self.host.add(floats.start), floats.len()) };
+        self.put(floats.start, src);
+    }
+    fn finished(&self, len: usize) {
+        self.copy
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .2
+            .push(len);
+    }
+}
+
+impl LentMemory for UploadMem {
+    fn as_slice(&self) -> &[f32] {
+        &self.host
+    }
+    fn as_mut_slice(&mut self) -> &mut [f32] {
+        &mut self.host
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+    fn uploader(&self) -> Option<Arc<dyn Upload>> {
+        Some(self.twin.clone())
     }
 }
 
@@ -177,8 +281,50 @@ impl LoadedModel for GpuLikeModel<'_> {
             return self.inner.host_frames(floats);
         }
         // NaN: a float the batch's gathering missed shows in the statistics.
-        let mut f = HostFrames::lent(Box::new(VecMem(vec![f32::NAN; floats])));
+        let mut f = HostFrames::lent(Box::new(UploadMem::new(floats, LENDING_CHUNK_FRAMES)));
         f.track_abs_max(self.dim);
         Ok(f)
+    }
+    fn accumulate_frames(
+        &mut self,
+        frames: &mut HostFrames,
+        dim: usize,
+        targets: FrameTargets<'_>,
+        acc: &mut ModelAccumulators,
+    ) -> Result<Option<f64>> {
+        let feats = sent_frames(frames);
+        self.inner
+            .accumulate_deferred(FrameBatch::new(&feats, dim), targets, acc)
+    }
+    fn accumulate_frames_apart(
+        &mut self,
+        frames: &mut HostFrames,
+        dim: usize,
+        targets: FrameTargets<'_>,
+        shape: &ModelAccumulators,
+    ) -> Result<Option<ModelAccumulators>> {
+        let feats = sent_frames(frames);
+        self.accumulate_apart(FrameBatch::new(&feats, dim), targets, shape)
+    }
+}
+
+/// Frames of the lending path's chunks: the pieces of a batch gathered
+/// never straddle one.
+pub const LENDING_CHUNK_FRAMES: usize = 5_000;
+
+/// The frames of a batch as its device would have them: the uploads' copy
+/// where the gathering sent it, else the memory (all pushed), leaving
+/// `frames` empty.
+fn sent_frames(frames: &mut HostFrames) -> Vec<f32> {
+    let Some(lent) = frames.take_lent_sent() else {
+        let v = frames.as_slice().to_vec();
+        frames.clear();
+        return v;
+    };
+    match lent.mem.into_any().downcast::<UploadMem>() {
+        Ok(m) => m
+            .uploaded(lent.len)
+            .unwrap_or_else(|| m.as_slice()[..lent.len].to_vec()),
+        Err(_) => panic!("the lending engine's models lend UploadMem"),
     }
 }

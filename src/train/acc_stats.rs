@@ -15,6 +15,8 @@
 //! that make every result wrong (feature dimension, transition ids outside
 //! the model) are errors. Nothing here prints.
 
+use std::ops::Range;
+
 use amtool_formats::kaldi::accs::{AccumDiagGmm, AccumFullGmm, AmAccs};
 use amtool_formats::kaldi::matrix::SharedMatrix;
 use amtool_formats::kaldi::model::KaldiModel;
@@ -142,6 +144,15 @@ impl FrameSource for Part {
         match self {
             Part::Owned(v) => v.copy_abs_max(dst, dim),
             Part::Shared(m) => crate::engine::copy_max::copy_abs_max(&m.raw(), dst, dim),
+        }
+    }
+
+    fn copy_range_abs_max(&self, floats: Range<usize>, dst: &mut [f32], dim: usize) -> Vec<f32> {
+        match self {
+            Part::Owned(v) => v.copy_range_abs_max(floats, dst, dim),
+            Part::Shared(m) => {
+                crate::engine::copy_max::copy_range_abs_max(&m.raw(), floats, dst, dim)
+            }
         }
     }
 }

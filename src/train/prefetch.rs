@@ -6,7 +6,8 @@
 //! [`PrefetchedFeats`] decodes every entry into a [`Matrix`].
 //! [`SharedFeats`] keeps binary float matrices of a memory-mapped archive as
 //! parts of the map ([`Features::Shared`]): the reading thread only parses
-//! headers, and the frames are copied once, later, straight into the
+//! headers, read with `pread` so that it takes none of the map's page
+//! faults, and the frames are copied once, later, straight into the
 //! engine's batch (in parallel). Other entries (compressed, text, scripts,
 //! pipes) are decoded as by [`PrefetchedFeats`].
 
@@ -93,6 +94,11 @@ impl Prefetched<Features> {
             None => (DEPTH, 1),
         };
         Self::spawn(rspecifier, depth, move |r| {
+            // A binary float matrix's header read without touching the map
+            // (the copies take its page faults, in parallel).
+            if let Some((key, m)) = r.next_mapped_matrix() {
+                return Ok(Some((key, Features::Shared(m))));
+            }
             let w = whole.get_or_insert_with(|| r.shared_input()).clone();
             r.next_with(|_, rd| read_features(rd, w.as_ref()))
         })

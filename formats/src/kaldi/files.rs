@@ -21,7 +21,8 @@ use crate::error::{Error, Result};
 
 /// The bytes of a whole input: a memory map of a file, or bytes read from a stream.
 pub enum InputData {
-    Mapped(memmap2::Mmap),
+    /// A file's map, and the file (read past the map by [`InputData::read_at`]).
+    Mapped(memmap2::Mmap, File),
     Owned(Vec<u8>),
 }
 
@@ -29,8 +30,43 @@ impl Deref for InputData {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
         match self {
-            InputData::Mapped(m) => m,
+            InputData::Mapped(m, _) => m,
             InputData::Owned(v) => v,
+        }
+    }
+}
+
+impl InputData {
+    /// Up to `buf.len()` bytes from byte `at` into `buf`; how many. A mapped
+    /// file is read with `pread`, leaving the map's pages untouched: a
+    /// first touch of a page of a fresh map costs a page fault that maps
+    /// its neighbours too (~3 µs on the GPU host), which the thread that
+    /// reads an archive's headers paid for every utterance, one after
+    /// another, while the threads that copy the frames take them in
+    /// parallel anyway (docs/performance.md, twenty-first session).
+    pub fn read_at(&self, at: usize, buf: &mut [u8]) -> usize {
+        let len = self.len();
+        if at >= len {
+            return 0;
+        }
+        let n = buf.len().min(len - at);
+        match self {
+            #[cfg(unix)]
+            InputData::Mapped(_, f) => {
+                use std::os::unix::fs::FileExt;
+                let mut got = 0;
+                while got < n {
+                    match f.read_at(&mut buf[got..n], (at + got) as u64) {
+                        Ok(0) | Err(_) => break,
+                        Ok(k) => got += k,
+                    }
+                }
+                got
+            }
+            _ => {
+                buf[..n].copy_from_slice(&self[at..at + n]);
+                n
+            }
         }
     }
 }
@@ -47,7 +83,7 @@ pub fn map_file(path: &str) -> Result<Arc<InputData>> {
     let m = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| Error::io(path, e))?;
     #[cfg(unix)]
     let _ = m.advise(memmap2::Advice::Sequential);
-    Ok(Arc::new(InputData::Mapped(m)))
+    Ok(Arc::new(InputData::Mapped(m, f)))
 }
 
 /// Start `sh -c cmd` with its stdout piped to us.

@@ -705,6 +705,16 @@ pub enum FloatKind {
     F64,
 }
 
+impl FloatKind {
+    /// Bytes a value.
+    pub fn size(self) -> usize {
+        match self {
+            FloatKind::F32 => 4,
+            FloatKind::F64 => 8,
+        }
+    }
+}
+
 /// A binary `FM`/`DM` matrix borrowing its little-endian data from the input
 /// buffer (a memory-mapped archive): reading one costs no copy.
 #[derive(Debug, Clone, Copy)]
@@ -719,6 +729,22 @@ pub struct RawMatrix<'a> {
 impl<'a> RawMatrix<'a> {
     /// Read a binary `FM` or `DM` matrix header and borrow its data.
     pub fn read(r: &mut Reader<'a>) -> Result<Self> {
+        let (kind, rows, cols) = Self::read_header(r)?;
+        let n = rows
+            .checked_mul(cols)
+            .ok_or_else(|| r.error("matrix too large"))?;
+        let data = read_elems(r, n, kind.size(), &format!("matrix of {rows} x {cols}"))?;
+        Ok(RawMatrix {
+            rows,
+            cols,
+            kind,
+            data,
+        })
+    }
+
+    /// A binary `FM` or `DM` matrix's header: its kind, rows and columns
+    /// (the reader is left at its data).
+    pub fn read_header(r: &mut Reader<'_>) -> Result<(FloatKind, usize, usize)> {
         let start = r.pos();
         let tok = r.read_token()?;
         let kind = match tok {
@@ -733,17 +759,7 @@ impl<'a> RawMatrix<'a> {
         };
         let rows = read_dim(r, "number of rows")?;
         let cols = read_dim(r, "number of columns")?;
-        let n = rows
-            .checked_mul(cols)
-            .ok_or_else(|| r.error("matrix too large"))?;
-        let size = if kind == FloatKind::F32 { 4 } else { 8 };
-        let data = read_elems(r, n, size, &format!("matrix of {rows} x {cols}"))?;
-        Ok(RawMatrix {
-            rows,
-            cols,
-            kind,
-            data,
-        })
+        Ok((kind, rows, cols))
     }
 
     /// The data as an `f32` slice without copying, when it is `f32`, suitably
@@ -818,12 +834,25 @@ impl SharedMatrix {
         let base = input.as_ptr() as usize;
         let at = raw.data.as_ptr() as usize;
         let start = at.checked_sub(base)?;
-        (start.checked_add(raw.data.len())? <= input.len()).then(|| SharedMatrix {
+        Self::at(input, start, raw.rows, raw.cols, raw.kind)
+    }
+
+    /// The `rows` × `cols` values of `kind` from byte `start` of `input`, or
+    /// `None` when they run past its end.
+    pub fn at(
+        input: &Arc<InputData>,
+        start: usize,
+        rows: usize,
+        cols: usize,
+        kind: FloatKind,
+    ) -> Option<Self> {
+        let bytes = rows.checked_mul(cols)?.checked_mul(kind.size())?;
+        (start.checked_add(bytes)? <= input.len()).then(|| SharedMatrix {
             input: input.clone(),
             start,
-            rows: raw.rows,
-            cols: raw.cols,
-            kind: raw.kind,
+            rows,
+            cols,
+            kind,
         })
     }
 
@@ -839,14 +868,14 @@ impl SharedMatrix {
     /// matrix, would hold: about the frames left to read in an archive of
     /// such matrices (headers and other objects counted as frames too).
     pub fn rows_after(&self) -> usize {
-        let size = if self.kind == FloatKind::F32 { 4 } else { 8 };
+        let size = self.kind.size();
         let end = self.start + self.rows * self.cols * size;
         self.input.len().saturating_sub(end) / (self.cols * size).max(1)
     }
 
     /// The matrix as a view of its bytes.
     pub fn raw(&self) -> RawMatrix<'_> {
-        let size = if self.kind == FloatKind::F32 { 4 } else { 8 };
+        let size = self.kind.size();
         RawMatrix {
             rows: self.rows,
             cols: self.cols,

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use super::files::{map_file, printable_rx, read_rxfilename, ByteSource, InputData, Output};
 use super::holder::Holder;
 use super::io::{Reader, Writer};
-use super::matrix::{write_matrix, Matrix, Real};
+use super::matrix::{write_matrix, FloatKind, Matrix, RawMatrix, Real, SharedMatrix};
 use super::script::{parse_script, ScriptEntry};
 use super::specifier::{RSpecifier, RxFilename, TableKind, WSpecifier, WTarget};
 use crate::error::{Error, Pos, Result};
@@ -37,6 +37,10 @@ fn spec_error(e: super::specifier::SpecifierError) -> Error {
 pub fn is_valid_key(key: &str) -> bool {
     !key.is_empty() && key.bytes().all(|c| c.is_ascii_graphic() || c >= 0x80)
 }
+
+/// Bytes of an entry's start that [`ArchiveReader::next_mapped_matrix`]
+/// reads: a key, a space, `\0B`, `FM `, two sizes.
+const HEAD_BYTES: usize = 256;
 
 /// Reads the entries of an archive one by one.
 pub struct ArchiveReader {
@@ -97,6 +101,42 @@ impl ArchiveReader {
                 }
             }
         }
+    }
+
+    /// The next entry when it is a binary float matrix (`FM`) of an input
+    /// held whole (a mapped file): its key and the matrix as a part of the
+    /// input. Its key and header are read with [`InputData::read_at`], so
+    /// the map's pages are first touched by whoever copies the frames, not
+    /// by the thread reading the archive, one entry after another. `None`
+    /// for anything else (the end, another object, a key longer than
+    /// [`HEAD_BYTES`], text, something that does not parse): `next_with`
+    /// then reads it as usual, with its errors.
+    pub fn next_mapped_matrix(&mut self) -> Option<(String, SharedMatrix)> {
+        if self.done {
+            return None;
+        }
+        let whole = self.src.shared_input()?;
+        let (_, start, _) = self.src.window();
+        let start = usize::try_from(start).ok()?;
+        let mut head = [0u8; HEAD_BYTES];
+        let n = whole.read_at(start, &mut head);
+        let mut r = Reader::new(&head[..n], false);
+        r.skip_ws();
+        let key = std::str::from_utf8(r.read_word()).ok()?.to_string();
+        if key.is_empty() || !matches!(r.peek_byte(), Some(b' ' | b'\t')) {
+            return None;
+        }
+        r.set_pos(r.pos() + 1);
+        if !r.read_kaldi_header().ok()? {
+            return None;
+        }
+        let (kind, rows, cols) = RawMatrix::read_header(&mut r).ok()?;
+        if kind != FloatKind::F32 {
+            return None;
+        }
+        let m = SharedMatrix::at(&whole, start + r.pos(), rows, cols, kind)?;
+        self.src.consume(r.pos() + rows * cols * kind.size());
+        Some((key, m))
     }
 
     fn next_inner<T>(
@@ -275,6 +315,15 @@ impl<H: Holder> SequentialTableReader<H> {
             inner,
             _h: PhantomData,
         })
+    }
+
+    /// [`ArchiveReader::next_mapped_matrix`] of an archive; `None` for a
+    /// script.
+    pub fn next_mapped_matrix(&mut self) -> Option<(String, SharedMatrix)> {
+        match &mut self.inner {
+            SeqImpl::Archive(a) => a.next_mapped_matrix(),
+            SeqImpl::Script { .. } => None,
+        }
     }
 
     /// Parse the next entry with `f` instead of `H` (for raw, zero-copy access).
@@ -844,5 +893,78 @@ mod tests {
             .unwrap()
             .count();
         assert_eq!(n, 1);
+    }
+
+    /// Entries read the fast way where they can be (binary FM, a short
+    /// key), the usual way otherwise, are the entries the usual reader
+    /// gives, in order; a truncated last matrix gives the usual error.
+    #[test]
+    fn mapped_matrices_read_by_their_headers_are_the_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        let part = |name: &str, spec: &str, write: &dyn Fn(&str)| {
+            let p = dir.path().join(name);
+            write(&format!("{spec}:{}", p.display()));
+            std::fs::read(p).unwrap()
+        };
+        let f32s = |ws: &str| {
+            let mut w = TableWriter::<Matrix<f32>>::open(ws).unwrap();
+            w.write("a1", &mat(3, 2, 1.5)).unwrap();
+            w.write(&"k".repeat(300), &mat(1, 2, 2.5)).unwrap();
+            w.write("a3", &mat(0, 0, 0.0)).unwrap();
+            w.close().unwrap();
+        };
+        let f64s = |ws: &str| {
+            let mut w = TableWriter::<Matrix<f64>>::open(ws).unwrap();
+            w.write("d1", &Matrix::from_vec(1, 2, vec![0.25, -1.0]).unwrap())
+                .unwrap();
+            w.close().unwrap();
+        };
+        let mut bytes = part("a.ark", "ark", &f32s);
+        bytes.extend(part("t.ark", "ark,t", &f32s));
+        bytes.extend(part("d.ark", "ark", &f64s));
+        bytes.extend(part("b.ark", "ark", &f32s));
+        let ark = dir.path().join("all.ark");
+        std::fs::write(&ark, &bytes).unwrap();
+        let rs = format!("ark:{}", ark.display());
+        let want: Vec<_> = SequentialTableReader::<Matrix<f32>>::open(&rs)
+            .unwrap()
+            .collect::<Result<_>>()
+            .unwrap();
+        assert_eq!(want.len(), 10);
+        let mut r = SequentialTableReader::<Matrix<f32>>::open(&rs).unwrap();
+        let (mut got, mut fast) = (Vec::new(), 0);
+        loop {
+            if let Some((k, m)) = r.next_mapped_matrix() {
+                got.push((k, m.raw().to_matrix::<f32>().unwrap()));
+                fast += 1;
+            } else if let Some(e) = r.next_entry().unwrap() {
+                got.push(e);
+            } else {
+                break;
+            }
+        }
+        assert_eq!(got, want);
+        // a1, a3 of each binary part: not the long key, text or DM.
+        assert_eq!(fast, 4);
+        // The last matrix cut short: not taken the fast way, the usual error.
+        std::fs::write(&ark, &bytes[..bytes.len() - 3]).unwrap();
+        let usual = SequentialTableReader::<Matrix<f32>>::open(&rs)
+            .unwrap()
+            .collect::<Result<Vec<_>>>()
+            .unwrap_err()
+            .to_string();
+        let mut r = SequentialTableReader::<Matrix<f32>>::open(&rs).unwrap();
+        let mut err = None;
+        for _ in 0..10 {
+            if r.next_mapped_matrix().is_none() {
+                if let Err(e) = r.next_entry() {
+                    err = Some(e.to_string());
+                    break;
+                }
+            }
+        }
+        let err = err.expect("the truncated entry is an error");
+        assert_eq!(err, usual);
+        assert!(err.contains("'a3'"), "{err}");
     }
 }

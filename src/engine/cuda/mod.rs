@@ -109,6 +109,12 @@ pub struct CudaEngine {
     /// This process's claim on the device (other processes choosing a
     /// device count it), if this engine made it.
     _claim: Option<claims::Claim>,
+    /// Whether batch buffers lent go to the device piece by piece as they
+    /// are gathered ([`crate::engine::upload`]): on when the process uses
+    /// several devices (or partitions), whose pieces then go at once; one
+    /// device alone fed that way took its pieces more slowly than its
+    /// batches whole.
+    uploads: std::sync::atomic::AtomicBool,
 }
 
 /// A context on device `n` and its figures, or why it refused one; with
@@ -244,6 +250,7 @@ impl CudaEngine {
                 chosen[0].figures.name, other.figures.name
             );
         }
+        let several = chosen.len() * partitions > 1;
         let mut engines = Vec::with_capacity(chosen.len() * partitions);
         for (c, claim) in chosen.into_iter().zip(claims) {
             let index = c.index;
@@ -265,6 +272,9 @@ impl CudaEngine {
                     None,
                 )?);
             }
+        }
+        for e in &engines {
+            e.set_uploads(several);
         }
         Ok(engines)
     }
@@ -311,7 +321,20 @@ impl CudaEngine {
             kernels: Mutex::new(HashMap::new()),
             pinned,
             _claim: claim,
+            uploads: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// Whether batch buffers lent are sent piece by piece as they are
+    /// gathered (see the field).
+    pub fn uploads(&self) -> bool {
+        self.uploads.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Turns [`uploads`](Self::uploads) on or off (tests; `open_devices`
+    /// turns it on for several devices).
+    pub fn set_uploads(&self, on: bool) {
+        self.uploads.store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Compute capability (major, minor).

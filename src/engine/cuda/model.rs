@@ -135,6 +135,14 @@ struct Stream {
 /// without waiting for the device (with two, it waited 2.5 ms a run).
 const LENT_IN_FLIGHT: usize = crate::engine::multi::DEPTH + 1;
 
+/// Whether batch buffers lent are sent to the device while the host
+/// fills them ([`crate::engine::upload`]); `AMTOOL_EARLY_UPLOAD=0` sends
+/// each when it is full, as before (for comparing the two).
+fn early_uploads() -> bool {
+    static EARLY: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *EARLY.get_or_init(|| std::env::var("AMTOOL_EARLY_UPLOAD").as_deref() != Ok("0"))
+}
+
 /// Where the frames of a statistics call are.
 #[derive(Clone, Copy)]
 enum Source<'a> {
@@ -143,6 +151,10 @@ enum Source<'a> {
     /// Page-locked memory this model lent: copied from where it is; with
     /// the largest |x_d| of each part copied into it, where they were noted.
     Lent(Option<&'a RowMaxima>),
+    /// Page-locked memory this model lent whose frames are already on the
+    /// device (sent while the host filled it, [`crate::engine::upload`]),
+    /// and their maxima as for `Lent`.
+    Uploaded(&'a CudaSlice<f32>, Option<&'a RowMaxima>),
 }
 
 /// A model on the GPU.
@@ -202,6 +214,9 @@ pub struct CudaModel<'e> {
     efull_min_gaussians: usize,
     /// State 0 laid out for Gaussian selection.
     gsel: Option<Gselect>,
+    /// Batches whose frames were on the device when sent
+    /// ([`Source::Uploaded`]).
+    uploaded_batches: usize,
 }
 
 /// Device statistics kept across deferred calls: the f64 accumulators, the
@@ -349,6 +364,7 @@ impl<'e> CudaModel<'e> {
             fp32_scoring: false,
             efull_min_gaussians: estep_full::MIN_GAUSSIANS,
             gsel: None,
+            uploaded_batches: 0,
         })
     }
 
@@ -365,6 +381,12 @@ impl<'e> CudaModel<'e> {
 
     /// Take the FP16 E-step from `n` Gaussians on (default
     /// [`estep16::MIN_GAUSSIANS`]; tests use 1 to cover small GMMs).
+    /// Batches of lent memory sent to the device while the host filled
+    /// them ([`crate::engine::upload`]), since the model was made.
+    pub fn uploaded_batches(&self) -> usize {
+        self.uploaded_batches
+    }
+
     pub fn set_fp16_estep_min_gaussians(&mut self, n: usize) {
         self.e16_min_gaussians = n;
     }
@@ -563,8 +585,26 @@ impl<'e> CudaModel<'e> {
         let rows = &feats.data[c0 * d..c1 * d];
         let mut dst = st.dev[b].slice_mut(0..rows.len());
         let e = driver_err("copying features");
-        if let Source::Lent(maxima) = src {
-            eng.copy_stream.memcpy_htod(rows, &mut dst).map_err(&e)?;
+        let maxima = match src {
+            Source::Plain => None,
+            Source::Lent(maxima) => {
+                eng.copy_stream.memcpy_htod(rows, &mut dst).map_err(&e)?;
+                Some(maxima)
+            }
+            Source::Uploaded(_, maxima) => {
+                // The frames of kept parts are not in host memory: the
+                // maxima noted as the parts were sent (a chunk cut through
+                // a part noted whole takes the part's, a bound).
+                return match (want_max, maxima) {
+                    (false, _) => Ok(None),
+                    (true, Some(m)) if m.dim() == d => Ok(Some(m.noted_abs_max(c0..c1))),
+                    (true, _) => Err(Error::Engine(
+                        "the largest |x| of frames sent while gathered were not noted".into(),
+                    )),
+                };
+            }
+        };
+        if let Some(maxima) = maxima {
             return Ok(want_max.then(|| {
                 crate::timeline::tally("abs_max", || match maxima {
                     Some(m) if m.dim() == d => m.abs_max(feats.data, c0..c1),
@@ -1184,14 +1224,22 @@ impl<'e> CudaModel<'e> {
     /// Adds the device accumulators `sums` (Gaussians × kz), their Σ weight
     /// × log-likelihood `tot` and Σ weight into `acc`, element by element.
     fn add_sums(&self, sums: &[f64], tot: f64, weight: f64, acc: &mut ModelAccumulators) {
-        let shape = add_sums::RowShape {
+        add_sums::add_batch(
+            acc,
+            sums,
+            (tot, weight),
+            &self.state_first,
+            self.row_shape(),
+        );
+    }
+
+    /// The layout of the device accumulators' rows.
+    fn row_shape(&self) -> add_sums::RowShape {
+        add_sums::RowShape {
             dim: self.model.dim,
             vlen: self.model.inv_var_len(),
             kz: self.kz,
-        };
-        add_sums::add_rows(&mut acc.states, sums, &self.state_first, shape);
-        acc.total_like += tot;
-        acc.total_frames += weight;
+        }
     }
 
     fn check_acc(&self, acc: &ModelAccumulators) -> Result<()> {
@@ -1435,7 +1483,7 @@ fn timed(
 /// call of fewer than two chunks' frames (a tool's batch of utterances) is
 /// still cut in two, so the copy of the second half overlaps the kernels of
 /// the first.
-fn chunk_of(frames: usize, cap: usize) -> usize {
+pub(super) fn chunk_of(frames: usize, cap: usize) -> usize {
     let nf = match frames < 2 * cap && frames > 2 * ITEM_ENTRIES {
         true => frames.div_ceil(2).next_multiple_of(ITEM_ENTRIES),
         false => cap,
@@ -1686,6 +1734,10 @@ impl LoadedModel for CudaModel<'_> {
             }
         };
         crate::timeline::tally("buffer_wait", || buf.wait())?;
+        if early_uploads() && self.eng.uploads() {
+            let cap = self.global_chunk_cap()?;
+            crate::timeline::tally("twin", || buf.with_twin(&self.eng.copy_stream, cap))?;
+        }
         let mut frames = HostFrames::lent(Box::new(buf));
         if self.may_scale_chunks() {
             frames.track_abs_max(self.model.dim);
@@ -1747,6 +1799,13 @@ impl LoadedModel for CudaModel<'_> {
         self.collect_apart_sums(acc)
     }
 
+    fn take_apart(
+        &mut self,
+        shape: &ModelAccumulators,
+    ) -> Result<(f64, crate::engine::adder::AddLater)> {
+        self.take_apart_sums(shape)
+    }
+
     fn take_apart_kernel_seconds(&mut self) -> Option<f64> {
         Some(std::mem::take(&mut self.apart_kernels))
     }
@@ -1776,7 +1835,7 @@ impl CudaModel<'_> {
                 "statistics: {len} floats are not whole frames of dimension {dim}"
             )));
         }
-        let Some(LentFrames { mem, len, maxima }) = frames.take_lent() else {
+        let Some(LentFrames { mem, len, maxima }) = frames.take_lent_sent() else {
             let r = send(self, FrameBatch::new(frames.as_slice(), dim), Source::Plain);
             frames.clear();
             return r;
@@ -1787,17 +1846,34 @@ impl CudaModel<'_> {
             ));
         };
         let mut buf = *buf;
-        let data = buf.as_slice().get(..len).ok_or_else(|| {
-            Error::Engine(format!(
+        if len > buf.len() {
+            return Err(Error::Engine(format!(
                 "batch of {len} floats in a buffer of {}",
                 buf.len()
-            ))
-        })?;
-        let r = send(
-            self,
-            FrameBatch::new(data, dim),
-            Source::Lent(maxima.as_ref()),
-        );
+            )));
+        }
+        let r = match buf.uploaded(len, &self.eng.stream) {
+            Ok(true) => {
+                self.uploaded_batches += 1;
+                let (data, dev) = (&buf.as_slice()[..len], buf.twin());
+                let r = match dev {
+                    Some(dev) => send(
+                        self,
+                        FrameBatch::new(data, dim),
+                        Source::Uploaded(dev, maxima.as_ref()),
+                    ),
+                    None => Err(Error::Engine("a batch's device copy is missing".into())),
+                };
+                self.lent.push_back(buf);
+                return r;
+            }
+            Ok(false) => send(
+                self,
+                FrameBatch::new(&buf.as_slice()[..len], dim),
+                Source::Lent(maxima.as_ref()),
+            ),
+            Err(e) => Err(e),
+        };
         // Whatever was enqueued before an error is waited for as well.
         let mark = buf.copies_enqueued(&self.eng.copy_stream);
         self.lent.push_back(buf);
@@ -1866,6 +1942,13 @@ impl CudaModel<'_> {
         }
     }
 
+    /// The largest chunk of global statistics now (how the pieces of a
+    /// batch sent while it is gathered are cut, see
+    /// [`crate::engine::upload`]).
+    fn global_chunk_cap(&self) -> Result<usize> {
+        self.stats_chunk_cap(&FrameTargets::Global, self.e16_frame_bytes())
+    }
+
     /// [`stats_chunks`](Self::stats_chunks) with `e16_bytes` a frame for
     /// the FP16 E-step's buffers.
     fn stats_chunks_with(
@@ -1874,6 +1957,18 @@ impl CudaModel<'_> {
         targets: &FrameTargets<'_>,
         e16_bytes: usize,
     ) -> Result<(usize, usize)> {
+        let cap = self.stats_chunk_cap(targets, e16_bytes)?;
+        let nf = chunk_of(frames, cap);
+        let room = match frames >= FLOOR_FROM_FRAMES {
+            true => nf.max(STREAM_FLOOR_FRAMES.min(cap)),
+            false => nf,
+        };
+        Ok((nf, room))
+    }
+
+    /// The largest chunk of statistics of `targets` the device's free
+    /// memory takes, with `e16_bytes` a frame for the FP16 E-step's buffers.
+    fn stats_chunk_cap(&self, targets: &FrameTargets<'_>, e16_bytes: usize) -> Result<usize> {
         let d = self.model.dim;
         // Two feature buffers, entries, and the partial sums of the items.
         let per_frame = 8 * d
@@ -1889,13 +1984,7 @@ impl CudaModel<'_> {
                 }
                 _ => 0,
             };
-        let cap = crate::timeline::tally("chunk_cap", || self.chunk_cap(per_frame))?;
-        let nf = chunk_of(frames, cap);
-        let room = match frames >= FLOOR_FROM_FRAMES {
-            true => nf.max(STREAM_FLOOR_FRAMES.min(cap)),
-            false => nf,
-        };
-        Ok((nf, room))
+        crate::timeline::tally("chunk_cap", || self.chunk_cap(per_frame))
     }
 
     /// The streaming buffers (and the E-step's) made for chunks of `room`
@@ -1970,18 +2059,25 @@ impl CudaModel<'_> {
                 crate::timeline::tally("stage", || self.stage(feats, c0, c1, b, src, want_max))?;
             // The kernels of this chunk wait for its copy here, before their
             // timing event, so the kernel time excludes the copy (which
-            // overlaps the previous chunk's kernels).
-            self.eng
-                .stream
-                .join(&self.eng.copy_stream)
-                .map_err(driver_err("waiting for the copy"))?;
+            // overlaps the previous chunk's kernels). Frames already on the
+            // device were waited for when the batch was sent.
+            if !matches!(src, Source::Uploaded(..)) {
+                self.eng
+                    .stream
+                    .join(&self.eng.copy_stream)
+                    .map_err(driver_err("waiting for the copy"))?;
+            }
             let st = self
                 .streaming
                 .take()
                 .ok_or_else(|| Error::Engine("streaming buffers missing".into()))?;
+            let rows = match src {
+                Source::Uploaded(dev, _) => dev.slice(c0 * d..c1 * d),
+                _ => st.dev[b].slice(0..(c1 - c0) * d),
+            };
             let r = crate::timeline::tally("stats_chunk", || {
                 self.stats_chunk(
-                    &st.dev[b].slice(0..(c1 - c0) * d),
+                    &rows,
                     targets,
                     c0,
                     c1,

@@ -11,13 +11,18 @@
 //!   frames ([`crate::engine::HostFrames`]).
 
 use std::any::Any;
+use std::ops::Range;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::{CudaContext, CudaEvent, CudaStream, PinnedHostSlice};
+use cudarc::driver::{
+    result, sys, CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtrMut, PinnedHostSlice,
+};
 
 use super::driver_err;
+use crate::engine::upload::{Upload, PIECE_FLOATS};
 use crate::engine::LentMemory;
-use crate::Result;
+use crate::{Error, Result};
 
 /// Buffers kept at most: two streaming halves and five batch buffers of
 /// one model (`LENT_IN_FLIGHT` and the one being filled), and a job's
@@ -33,12 +38,37 @@ const MAX_POOLED: usize = 16;
 const MAX_POOLED_SUMS: usize = 16;
 
 /// Page-locked buffers given back, oldest first, at most `max`.
-struct Shelf<T> {
-    bufs: Mutex<Vec<PinnedHostSlice<T>>>,
+struct Shelf<B> {
+    bufs: Mutex<Vec<B>>,
     max: usize,
 }
 
-impl<T> Shelf<T> {
+/// A pooled batch buffer: page-locked memory and, where it had one, its
+/// device copy ([`PinnedBuf::with_twin`]: allocating it took ~0.3 ms of the
+/// host's thread a batch buffer, each job).
+struct Pooled {
+    host: PinnedHostSlice<f32>,
+    twin: Option<CudaSlice<f32>>,
+}
+
+/// Floats a pooled thing holds.
+trait Floats {
+    fn floats(&self) -> usize;
+}
+
+impl<T> Floats for PinnedHostSlice<T> {
+    fn floats(&self) -> usize {
+        self.len()
+    }
+}
+
+impl Floats for Pooled {
+    fn floats(&self) -> usize {
+        self.host.len()
+    }
+}
+
+impl<B: Floats> Shelf<B> {
     fn new(max: usize) -> Self {
         Shelf {
             bufs: Mutex::new(Vec::new()),
@@ -47,14 +77,14 @@ impl<T> Shelf<T> {
     }
 
     /// The buffer given back latest whose length `fits`.
-    fn take(&self, fits: impl Fn(usize) -> bool) -> Option<PinnedHostSlice<T>> {
+    fn take(&self, fits: impl Fn(usize) -> bool) -> Option<B> {
         let mut bufs = self.bufs.lock().ok()?;
-        let i = bufs.iter().rposition(|b| fits(b.len()))?;
+        let i = bufs.iter().rposition(|b| fits(b.floats()))?;
         Some(bufs.remove(i))
     }
 
     /// Keeps `buf`; returns the buffer given back longest ago when full.
-    fn give(&self, buf: PinnedHostSlice<T>) -> Option<PinnedHostSlice<T>> {
+    fn give(&self, buf: B) -> Option<B> {
         match self.bufs.lock() {
             Ok(mut bufs) => {
                 bufs.push(buf);
@@ -67,10 +97,10 @@ impl<T> Shelf<T> {
 
 pub(crate) struct PinnedPool {
     ctx: Arc<CudaContext>,
-    bufs: Shelf<f32>,
+    bufs: Shelf<Pooled>,
     /// Buffers the device copies statistics into for the host to read (not
     /// write-combined), each of one exact length.
-    sums: Shelf<f64>,
+    sums: Shelf<PinnedHostSlice<f64>>,
 }
 
 impl PinnedPool {
@@ -103,18 +133,19 @@ impl PinnedPool {
 
     /// A buffer of `len` to `2 len` floats: a pooled one (the latest given
     /// back that fits), or a new one. Its contents are whatever was there.
-    fn take(&self, len: usize) -> Result<PinnedHostSlice<f32>> {
+    fn take(&self, len: usize) -> Result<Pooled> {
         if let Some(b) = self.bufs.take(|n| n >= len && n <= 2 * len) {
             return Ok(b);
         }
         let _t = crate::timeline::Tally::start("pinned_alloc");
         // SAFETY: f32 has no invalid bit patterns; users write before they
         // read (a batch's frames, a streamed chunk).
-        unsafe { self.ctx.alloc_pinned::<f32>(len.max(1)) }
-            .map_err(driver_err("allocating pinned memory"))
+        let host = unsafe { self.ctx.alloc_pinned::<f32>(len.max(1)) }
+            .map_err(driver_err("allocating pinned memory"))?;
+        Ok(Pooled { host, twin: None })
     }
 
-    fn give(&self, buf: PinnedHostSlice<f32>) {
+    fn give(&self, buf: Pooled) {
         if let Some(b) = self.bufs.give(buf) {
             let _t = crate::timeline::Tally::start("pinned_free");
             drop(b);
@@ -129,7 +160,191 @@ pub(crate) struct PinnedBuf {
     len: usize,
     /// Recorded on the copy stream after the last copy from this buffer.
     copied: Option<CudaEvent>,
+    /// Its device copy, sent while the host fills it (`with_twin`).
+    twin: Option<Twin>,
+    /// A device copy that came with the buffer from the pool, not yet
+    /// given uploads.
+    spare_twin: Option<CudaSlice<f32>>,
     pool: Arc<PinnedPool>,
+}
+
+/// A batch buffer's device copy and the uploads filling it
+/// ([`crate::engine::upload`]).
+struct Twin {
+    dev: CudaSlice<f32>,
+    uploads: Arc<Uploads>,
+}
+
+/// The uploads of a batch buffer into its twin, enqueued on the copy
+/// stream by the threads that gather it ([`crate::engine::upload`]).
+struct Uploads {
+    stream: Arc<CudaStream>,
+    host: *const f32,
+    dev: sys::CUdeviceptr,
+    len: usize,
+    /// The model's largest chunk of statistics when it lent the buffer.
+    chunk_cap: usize,
+    /// Floats enqueued.
+    sent: AtomicUsize,
+    /// Recorded after the last, once every float is enqueued.
+    done: Mutex<Option<CudaEvent>>,
+    /// The first failure.
+    failed: Mutex<Option<String>>,
+}
+
+// SAFETY: `host` points into the page-locked buffer that owns these
+// uploads, which waits for their event before it is written, lent again
+// or freed; the driver calls are thread-safe.
+unsafe impl Send for Uploads {}
+unsafe impl Sync for Uploads {}
+
+/// A piece a copying thread fills and a device reads ([`crate::engine::upload`]),
+/// page-locked and portable (any device's copy reads it), with the event
+/// after the copy that read it last.
+struct Piece {
+    _mem: PinnedHostSlice<f32>,
+    ptr: *mut f32,
+    /// An event of each device's context it went to, and which of them
+    /// follows the copy that read it last.
+    events: Vec<CudaEvent>,
+    last: Option<usize>,
+}
+
+/// Pieces a thread fills in turn: while the device reads one, the thread
+/// fills the other.
+const PIECES_A_THREAD: usize = 2;
+
+thread_local! {
+    /// This thread's pieces, and the next to fill.
+    static PIECES: std::cell::RefCell<(Vec<Piece>, usize)> =
+        const { std::cell::RefCell::new((Vec::new(), 0)) };
+}
+
+impl Uploads {
+    fn fail(&self, what: String) {
+        let mut f = self.failed.lock().unwrap_or_else(|e| e.into_inner());
+        f.get_or_insert(what);
+    }
+
+    /// Enqueues the copy of `src` to floats from `at` of the twin.
+    fn copy(&self, at: usize, src: &[f32]) -> std::result::Result<(), String> {
+        if at + src.len() > self.len {
+            return Err(format!("floats {at}..{} of {}", at + src.len(), self.len));
+        }
+        let dst = self.dev + (at * std::mem::size_of::<f32>()) as u64;
+        self.stream
+            .context()
+            .bind_to_thread()
+            .and_then(|()| {
+                // SAFETY: `dst` lies in the twin (checked), which outlives the
+                // copy; `src` is page-locked and not written before the
+                // copy's event.
+                unsafe { result::memcpy_htod_async(dst, src, self.stream.cu_stream()) }
+            })
+            .map_err(|e| e.to_string())?;
+        self.sent.fetch_add(src.len(), Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Fills one of this thread's pieces with `n` floats and sends them to
+    /// floats from `at` of the twin.
+    fn send_piece(
+        &self,
+        at: usize,
+        n: usize,
+        fill: &mut dyn FnMut(&mut [f32]),
+    ) -> std::result::Result<(), String> {
+        if n > PIECE_FLOATS {
+            return Err(format!("a piece of {n} floats"));
+        }
+        PIECES.with(|cell| {
+            let mut pieces = cell.borrow_mut();
+            if pieces.0.len() < PIECES_A_THREAD {
+                // SAFETY: f32 has no invalid bit patterns; a piece is
+                // written before it is read.
+                let mut mem = unsafe {
+                    self.stream
+                        .context()
+                        .alloc_pinned_with_flags::<f32>(PIECE_FLOATS, sys::CU_MEMHOSTALLOC_PORTABLE)
+                }
+                .map_err(|e| e.to_string())?;
+                let ptr = mem.as_mut_ptr().map_err(|e| e.to_string())?;
+                pieces.0.push(Piece {
+                    _mem: mem,
+                    ptr,
+                    events: Vec::new(),
+                    last: None,
+                });
+            }
+            let i = pieces.1 % pieces.0.len();
+            pieces.1 += 1;
+            let piece = &mut pieces.0[i];
+            if let Some(ev) = piece.last.take().map(|e| &piece.events[e]) {
+                crate::timeline::tally("piece_wait", || ev.synchronize())
+                    .map_err(|e| e.to_string())?;
+            }
+            // SAFETY: the piece holds PIECE_FLOATS ≥ n floats, and no copy
+            // reads it any more.
+            let buf = unsafe { std::slice::from_raw_parts_mut(piece.ptr, n) };
+            crate::timeline::tally("piece_fill", || fill(buf));
+            crate::timeline::tally("piece_copy", || self.copy(at, buf))?;
+            let ctx = self.stream.context();
+            let e = match piece
+                .events
+                .iter()
+                .position(|e| Arc::ptr_eq(e.context(), ctx))
+            {
+                Some(e) => e,
+                None => {
+                    let ev = ctx.new_event(None).map_err(|e| e.to_string())?;
+                    piece.events.push(ev);
+                    piece.events.len() - 1
+                }
+            };
+            piece.events[e]
+                .record(&self.stream)
+                .map_err(|e| e.to_string())?;
+            piece.last = Some(e);
+            Ok(())
+        })
+    }
+}
+
+impl Upload for Uploads {
+    fn chunk_frames(&self, frames: usize) -> usize {
+        super::model::chunk_of(frames, self.chunk_cap)
+    }
+
+    fn send(&self, at: usize, n: usize, fill: &mut dyn FnMut(&mut [f32])) {
+        if let Err(e) = self.send_piece(at, n, fill) {
+            self.fail(format!("sending frames to the device: {e}"));
+        }
+    }
+
+    fn send_lent(&self, floats: Range<usize>) {
+        if floats.end > self.len {
+            return self.fail(format!("sending floats {floats:?} of {}", self.len));
+        }
+        // SAFETY: the range is inside the buffer (checked), written before
+        // the gathering, and kept until the copy's event.
+        let src = unsafe { std::slice::from_raw_parts(self.host.add(floats.start), floats.len()) };
+        if let Err(e) = self.copy(floats.start, src) {
+            self.fail(format!("sending frames to the device: {e}"));
+        }
+    }
+
+    fn finished(&self, len: usize) {
+        let sent = self.sent.load(Ordering::Relaxed);
+        if sent != len {
+            return self.fail(format!(
+                "{sent} floats of a batch of {len} sent to the device"
+            ));
+        }
+        match self.stream.record_event(None) {
+            Ok(ev) => *self.done.lock().unwrap_or_else(|e| e.into_inner()) = Some(ev),
+            Err(e) => self.fail(format!("recording a batch's copy: {e}")),
+        }
+    }
 }
 
 // SAFETY: `ptr` points into `buf`, which is Send; the host touches the
@@ -139,15 +354,93 @@ unsafe impl Send for PinnedBuf {}
 impl PinnedBuf {
     /// At least `floats` floats from `pool`.
     pub fn new(pool: &Arc<PinnedPool>, floats: usize) -> Result<Self> {
-        let mut buf = pool.take(floats)?;
+        let Pooled {
+            host: mut buf,
+            twin,
+        } = pool.take(floats)?;
         let ptr = buf.as_mut_ptr().map_err(driver_err("pinned memory"))?;
         Ok(PinnedBuf {
             len: buf.len(),
             buf: Some(buf),
             ptr,
             copied: None,
+            twin: None,
+            spare_twin: twin,
             pool: pool.clone(),
         })
+    }
+
+    /// Gives the buffer a device copy filled on `stream` while the host
+    /// writes it (made the first time, on `stream`), once the kernels
+    /// that read it last are done; its uploads start afresh.
+    pub fn with_twin(&mut self, stream: &Arc<CudaStream>, chunk_cap: usize) -> Result<()> {
+        let e = driver_err("a batch buffer's device copy");
+        let mut dev = match self.twin.take().map(|t| t.dev).or(self.spare_twin.take()) {
+            Some(dev) => dev,
+            // SAFETY: f32 has no invalid bit patterns; the uploads fill what
+            // the kernels read.
+            None => unsafe { stream.alloc::<f32>(self.len.max(1)) }.map_err(&e)?,
+        };
+        // `stream` waits for the twin's last readers.
+        let (ptr, _written) = dev.device_ptr_mut(stream);
+        let uploads = Arc::new(Uploads {
+            stream: stream.clone(),
+            host: self.ptr,
+            dev: ptr,
+            len: self.len,
+            chunk_cap,
+            sent: AtomicUsize::new(0),
+            done: Mutex::new(None),
+            failed: Mutex::new(None),
+        });
+        drop(_written);
+        self.twin = Some(Twin { dev, uploads });
+        Ok(())
+    }
+
+    /// Whether the uploads sent the first `floats` floats to the device
+    /// copy ([`Self::twin`]): then `stream` waits for them, and so does
+    /// the host before it writes the buffer again. False: nothing was sent
+    /// (no kept parts: the frames are all in the buffer), and the caller
+    /// copies the batch. An error: the uploads failed or sent part of it.
+    pub fn uploaded(&mut self, floats: usize, stream: &CudaStream) -> Result<bool> {
+        let Some(t) = &self.twin else {
+            return Ok(false);
+        };
+        if let Some(f) = t
+            .uploads
+            .failed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            return Err(Error::Engine(f));
+        }
+        let sent = t.uploads.sent.load(Ordering::Relaxed);
+        if sent == 0 {
+            return Ok(false);
+        }
+        let done = t
+            .uploads
+            .done
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        let Some(done) = done.filter(|_| sent == floats) else {
+            return Err(Error::Engine(format!(
+                "{sent} floats of a batch of {floats} were sent to the device"
+            )));
+        };
+        stream
+            .wait(&done)
+            .map_err(driver_err("waiting for a batch's copy"))?;
+        self.copied = Some(done);
+        Ok(true)
+    }
+
+    /// The device copy ([`Self::with_twin`]).
+    pub fn twin(&self) -> Option<&CudaSlice<f32>> {
+        self.twin.as_ref().map(|t| &t.dev)
     }
 
     pub fn len(&self) -> usize {
@@ -190,10 +483,18 @@ impl Drop for PinnedBuf {
     /// Back to the pool once no copy reads it (a buffer whose copy cannot
     /// be waited for is freed instead: the driver waits for it then).
     fn drop(&mut self) {
-        let done = self.wait().is_ok();
-        if let Some(buf) = self.buf.take() {
+        // Uploads of a batch that was never sent (no event after them)
+        // may still read it.
+        let unsent = self
+            .twin
+            .as_ref()
+            .filter(|t| self.copied.is_none() && t.uploads.sent.load(Ordering::Relaxed) > 0);
+        let mut done = unsent.is_none_or(|t| t.uploads.stream.synchronize().is_ok());
+        done &= self.wait().is_ok();
+        let twin = self.twin.take().map(|t| t.dev).or(self.spare_twin.take());
+        if let Some(host) = self.buf.take() {
             if done {
-                self.pool.give(buf);
+                self.pool.give(Pooled { host, twin });
             }
         }
     }
@@ -216,5 +517,11 @@ impl LentMemory for PinnedBuf {
 
     fn into_any(self: Box<Self>) -> Box<dyn Any> {
         self
+    }
+
+    fn uploader(&self) -> Option<Arc<dyn Upload>> {
+        self.twin
+            .as_ref()
+            .map(|t| t.uploads.clone() as Arc<dyn Upload>)
     }
 }

@@ -1,15 +1,18 @@
 //! Adding a batch's device sums into the host's f64 accumulators. One
 //! addition an element, so any split of the work gives the same bits: a big
 //! model's rows are added on the global thread pool, the states at once and
-//! a big state's Gaussians in groups (on one thread the 2048 × 81 sums of a
-//! UBM batch took 0.1–0.3 ms of the thread that sends the batches).
+//! a big state's Gaussians in groups.
 
 use rayon::prelude::*;
 
 use crate::stats::accumulators::GmmAccumulator;
 
-/// Fewer sums than this are added on the calling thread.
-const PARALLEL_FROM: usize = 1 << 15;
+/// Fewer sums than this (8 MB) are added on the calling thread. A UBM
+/// batch's 2048 × 81 took 0.3 ms on one thread, and 0.3–2.5 ms on the
+/// global pool while 24 threads copied frames: its threads waited for
+/// cores (2 × H100, docs/performance.md, twenty-first session). Several
+/// devices' batches are added on a thread of their own ([`crate::engine::adder`]).
+const PARALLEL_FROM: usize = 1 << 20;
 /// Gaussians of a group of a big state.
 const GROUP: usize = 128;
 
@@ -20,6 +23,21 @@ pub(super) struct RowShape {
     pub dim: usize,
     pub vlen: usize,
     pub kz: usize,
+}
+
+/// The device sums of a batch (`sums`, rows as `shape` says, state s's
+/// from row `first[s]`) and its Σ weight × log-likelihood and Σ weight
+/// (`totals`) added into `acc`.
+pub(super) fn add_batch(
+    acc: &mut crate::stats::ModelAccumulators,
+    sums: &[f64],
+    totals: (f64, f64),
+    first: &[usize],
+    shape: RowShape,
+) {
+    add_rows(&mut acc.states, sums, first, shape);
+    acc.total_like += totals.0;
+    acc.total_frames += totals.1;
 }
 
 /// `acc[s] += rows of state s`, state s's rows at `first[s]` (Gaussians).
@@ -134,7 +152,7 @@ mod tests {
         let kz = 2 * dim + 1;
         for &(ngs, means, vars) in &[
             (&[2usize, 5][..], true, true),
-            (&[300, 7000, 1][..], true, true),
+            (&[300, 150_000, 1][..], true, true),
             (&[300, 7000][..], false, true),
             (&[300, 7000][..], true, false),
         ] {

@@ -13,7 +13,8 @@
 use cudarc::driver::{CudaEvent, CudaSlice, PinnedHostSlice};
 
 use super::batch_trace::{self, DeviceClock};
-use super::{CudaModel, Source};
+use super::{add_sums, CudaModel, Source};
+use crate::engine::adder::AddLater;
 use crate::engine::batch_trace::{send_span, send_start};
 use crate::engine::cuda::{driver_err, plan};
 use crate::engine::{FrameBatch, FrameTargets};
@@ -117,25 +118,42 @@ impl CudaModel<'_> {
     /// Adds the oldest batch sent apart into `acc`; returns its Σ weight ×
     /// log-likelihood.
     pub(super) fn collect_apart_sums(&mut self, acc: &mut ModelAccumulators) -> Result<f64> {
-        self.check_acc(acc)?;
+        let (tot, add) = self.take_apart_sums(acc)?;
+        add(acc)?;
+        Ok(tot)
+    }
+
+    /// The oldest batch sent apart: its Σ weight × log-likelihood, and its
+    /// sums to be added into accumulators shaped like `shape` (on any
+    /// thread; the page-locked copy goes back to the pool then).
+    pub(super) fn take_apart_sums(&mut self, shape: &ModelAccumulators) -> Result<(f64, AddLater)> {
+        self.check_acc(shape)?;
         let batch = self
             .apart
             .pop_front()
             .ok_or_else(|| Error::Engine("no batch statistics are kept to collect".into()))?;
         let Some(c) = batch.copy else {
-            return Ok(0.0);
+            return Ok((0.0, Box::new(|_: &mut ModelAccumulators| Ok(()))));
         };
         let e = driver_err("downloading statistics");
+        // The copy of the total follows the sums': both are in place.
         let tot = c.total.as_slice().map_err(&e)?[0];
         if let (Some(clock), Some(sent)) = (&self.batch_clock, batch.sent) {
             let device = self.eng.ctx.ordinal();
             batch_trace::report(clock, device, batch.frames, sent, &batch.timers);
         }
         self.tally_device_time(batch.timers);
-        self.add_sums(c.sums.as_slice().map_err(&e)?, tot, c.weight, acc);
-        self.eng.pinned.give_sums(c.sums);
-        self.eng.pinned.give_sums(c.total);
-        Ok(tot)
+        let rows = self.row_shape();
+        let first = self.state_first.clone();
+        let pool = self.eng.pinned.clone();
+        let add: AddLater = Box::new(move |acc: &mut ModelAccumulators| {
+            let sums = c.sums.as_slice().map_err(&e)?;
+            add_sums::add_batch(acc, sums, (tot, c.weight), &first, rows);
+            pool.give_sums(c.sums);
+            pool.give_sums(c.total);
+            Ok(())
+        });
+        Ok((tot, add))
     }
 }
 
