@@ -601,8 +601,8 @@ impl<'e> MultiModel<'e> {
     /// Sends the oldest batches held whose frames are in place and whose
     /// devices have room for one more of [`DEPTH`] in flight, a thread a
     /// device. With `wait`, the oldest one is sent in any case: first the
-    /// oldest batches in flight are added into `acc` until its device has
-    /// room, and its copy is waited for.
+    /// oldest batches in flight are received ([`Self::receive`]) until its
+    /// device has room, and its copy is waited for.
     fn send_ready(&mut self, acc: &mut ModelAccumulators, wait: bool) -> Result<()> {
         if wait {
             if let Some(part) = self.held.front().map(|h| h.part) {
@@ -685,7 +685,9 @@ impl<'e> MultiModel<'e> {
         Ok(())
     }
 
-    /// Adds the oldest batch in flight into `acc` (waiting for its device).
+    /// Takes the oldest batch in flight (waiting for its device) and hands
+    /// its statistics to the adder, which adds them up in batch order
+    /// ([`Self::fold`] puts them into `acc`); `acc` gives their shape.
     fn receive(&mut self, acc: &mut ModelAccumulators) -> Result<()> {
         let _t = crate::timeline::Tally::start("receive");
         let Some(f) = self.flight.pop_front() else {
