@@ -41,7 +41,8 @@ pub struct Adder {
 }
 
 struct Running {
-    jobs: Sender<Job>,
+    /// `None` once dropped: the thread then ends.
+    jobs: Option<Sender<Job>>,
     sums: Receiver<Result<Option<ModelAccumulators>>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -87,14 +88,15 @@ impl Running {
                 Error::Engine(format!("cannot start the thread adding statistics: {e}"))
             })?;
         Ok(Running {
-            jobs,
+            jobs: Some(jobs),
             sums,
             thread: Some(thread),
         })
     }
 
     fn send(&self, job: Job) -> Result<()> {
-        self.jobs.send(job).map_err(|_| died())
+        let jobs = self.jobs.as_ref().ok_or_else(died)?;
+        jobs.send(job).map_err(|_| died())
     }
 }
 
@@ -124,8 +126,7 @@ impl Drop for Running {
     fn drop(&mut self) {
         // The thread ends with its channel; what it holds (a device's
         // page-locked sums) goes before the devices do.
-        let (jobs, _) = channel();
-        drop(std::mem::replace(&mut self.jobs, jobs));
+        drop(self.jobs.take());
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }

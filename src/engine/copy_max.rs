@@ -43,10 +43,7 @@ pub fn copy_range_abs_max(
     dst: &mut [f32],
     dim: usize,
 ) -> Vec<f32> {
-    let width = match src.kind {
-        FloatKind::F32 => 4,
-        FloatKind::F64 => 8,
-    };
+    let width = src.kind.size();
     let part = RawMatrix {
         rows: 1,
         cols: floats.len(),

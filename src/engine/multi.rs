@@ -420,6 +420,16 @@ enum LastCall {
     Settled(Option<f64>),
 }
 
+/// An error unless statistics `other` can be added into `acc`.
+fn check_shape(acc: &ModelAccumulators, other: &ModelAccumulators) -> Result<()> {
+    match acc.same_shape(other) {
+        true => Ok(()),
+        false => Err(Error::Mismatch(
+            "accumulators are shaped for another model".into(),
+        )),
+    }
+}
+
 /// The longest of the devices' kernel times; `None` if any is.
 fn longest(times: impl Iterator<Item = Option<f64>>) -> Option<f64> {
     times.fold(Some(0f64), |l, k| Some(l?.max(k?)))
@@ -695,11 +705,7 @@ impl<'e> MultiModel<'e> {
         };
         let (like, add) = match f.stats {
             Some(s) => {
-                if !acc.same_shape(&s) {
-                    return Err(Error::Mismatch(
-                        "accumulators are shaped for another model".into(),
-                    ));
-                }
+                check_shape(acc, &s)?;
                 let like = s.total_like;
                 let add: AddLater = Box::new(move |sum: &mut ModelAccumulators| {
                     sum.add(&s);
@@ -717,11 +723,7 @@ impl<'e> MultiModel<'e> {
     /// `acc`, once the adder has added them all.
     fn fold(&mut self, acc: &mut ModelAccumulators) -> Result<()> {
         if let Some(sum) = self.adder.take()? {
-            if !acc.same_shape(&sum) {
-                return Err(Error::Mismatch(
-                    "accumulators are shaped for another model".into(),
-                ));
-            }
+            check_shape(acc, &sum)?;
             acc.add(&sum);
         }
         Ok(())

@@ -379,14 +379,14 @@ impl<'e> CudaModel<'e> {
         self.e16_chunks
     }
 
-    /// Take the FP16 E-step from `n` Gaussians on (default
-    /// [`estep16::MIN_GAUSSIANS`]; tests use 1 to cover small GMMs).
     /// Batches of lent memory sent to the device while the host filled
     /// them ([`crate::engine::upload`]), since the model was made.
     pub fn uploaded_batches(&self) -> usize {
         self.uploaded_batches
     }
 
+    /// Take the FP16 E-step from `n` Gaussians on (default
+    /// [`estep16::MIN_GAUSSIANS`]; tests use 1 to cover small GMMs).
     pub fn set_fp16_estep_min_gaussians(&mut self, n: usize) {
         self.e16_min_gaussians = n;
     }
