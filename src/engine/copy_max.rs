@@ -53,6 +53,18 @@ pub fn copy_range_abs_max(
     copy_abs_max_stores(&part, dst, dim, false)
 }
 
+/// The largest |x_d| of each of the `dim` columns of `rows` (whole rows),
+/// as [`copy_abs_max`] takes them: for frames read into place some other
+/// way ([`amtool_formats::kaldi::matrix::SharedMatrix::read_f32_at`]).
+pub fn abs_max(rows: &[f32], dim: usize) -> Vec<f32> {
+    #[cfg(target_arch = "x86_64")]
+    if dim > 0 && rows.len() % dim == 0 {
+        // SAFETY: the length is whole rows (checked); SSE2 is part of x86-64.
+        return unsafe { x86::abs_max(rows, dim) };
+    }
+    block_abs_max(rows, dim.max(1))
+}
+
 fn copy_abs_max_stores(src: &RawMatrix<'_>, dst: &mut [f32], dim: usize, stream: bool) -> Vec<f32> {
     assert_eq!(
         src.rows * src.cols,
@@ -93,28 +105,54 @@ mod x86 {
     /// `src.len() == 4 * dst.len()`, `dst.len()` a multiple of `dim` > 0.
     pub unsafe fn copy_abs_max(src: &[u8], dst: &mut [f32], dim: usize, stream: bool) -> Vec<f32> {
         let n = dst.len();
+        let d = dst.as_mut_ptr();
+        let m = match ((d as usize) % 16 == 0, stream) {
+            (true, true) => scan::<STREAM>(src.as_ptr(), d, n, dim),
+            (true, false) => scan::<ALIGNED>(src.as_ptr(), d, n, dim),
+            (false, _) => scan::<UNALIGNED>(src.as_ptr(), d, n, dim),
+        };
+        if stream {
+            // The streamed stores are seen by every reader (and the DMA that
+            // reads the batch) before anything after this.
+            _mm_sfence();
+        }
+        m
+    }
+
+    /// The maxima of [`copy_abs_max`] of `src` itself, nothing stored.
+    ///
+    /// # Safety
+    /// `src.len()` a multiple of `dim` > 0.
+    pub unsafe fn abs_max(src: &[f32], dim: usize) -> Vec<f32> {
+        scan::<NO_STORE>(src.as_ptr().cast(), std::ptr::null_mut(), src.len(), dim)
+    }
+
+    /// How [`scan`] stores what it reads.
+    const NO_STORE: u8 = 0;
+    const UNALIGNED: u8 = 1;
+    const ALIGNED: u8 = 2;
+    const STREAM: u8 = 3;
+
+    /// The maxima of the `n` floats at `s` (bytes of little-endian f32s,
+    /// any alignment), each stored at `d` as `STORE` says.
+    #[inline(always)]
+    unsafe fn scan<const STORE: u8>(s: *const u8, d: *mut f32, n: usize, dim: usize) -> Vec<f32> {
         let block = 4 * dim;
         let whole = n / block * block;
-        let (s, d) = (src.as_ptr(), dst.as_mut_ptr());
-        let aligned = (d as usize) % 16 == 0;
         let mut acc = vec![_mm_setzero_ps(); dim];
         let mut i = 0;
         while i < whole {
             for a in acc.iter_mut() {
                 let x = _mm_loadu_ps(s.add(4 * i).cast::<f32>());
                 *a = _mm_max_ps(*a, abs_or_inf(x));
-                match (stream, aligned) {
-                    (true, true) => _mm_stream_ps(d.add(i), x),
-                    (_, true) => _mm_store_ps(d.add(i), x),
-                    _ => _mm_storeu_ps(d.add(i), x),
+                match STORE {
+                    STREAM => _mm_stream_ps(d.add(i), x),
+                    ALIGNED => _mm_store_ps(d.add(i), x),
+                    UNALIGNED => _mm_storeu_ps(d.add(i), x),
+                    _ => {}
                 }
                 i += 4;
             }
-        }
-        if stream && aligned {
-            // The streamed stores are seen by every reader (and the DMA that
-            // reads the batch) before anything after this.
-            _mm_sfence();
         }
         let mut m = vec![0f32; dim];
         for (j, a) in acc.iter().enumerate() {
@@ -127,7 +165,9 @@ mod x86 {
         }
         for k in whole..n {
             let x = f32::from_le_bytes(*s.add(4 * k).cast::<[u8; 4]>());
-            *d.add(k) = x;
+            if STORE != NO_STORE {
+                *d.add(k) = x;
+            }
             let c = k % dim;
             m[c] = m[c].max(if x.is_nan() { f32::INFINITY } else { x.abs() });
         }
@@ -155,8 +195,8 @@ mod tests {
         }
     }
 
-    /// Copies and maxima are those of a plain copy and `block_abs_max`, to
-    /// the bit, for any width, any number of rows, source offset and
+    /// Copies and maxima (also `abs_max` of the copy) are those of a plain
+    /// copy and `block_abs_max`, to the bit, for any width, any number of rows, source offset and
     /// destination alignment, with NaN, infinities and signed zeros.
     #[test]
     fn the_copy_and_maxima_are_a_plain_copys() {
@@ -193,6 +233,8 @@ mod tests {
                         };
                         assert!(same(&out[skip..], &v), "copy, dim {dim} rows {rows}");
                         assert!(same(&got, &want), "maxima, dim {dim} rows {rows}");
+                        let read = abs_max(&out[skip..], dim);
+                        assert!(same(&read, &want), "maxima read, dim {dim} rows {rows}");
                     }
                 }
             }

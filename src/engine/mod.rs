@@ -16,6 +16,7 @@ pub mod host_frames;
 pub mod multi;
 pub mod reference;
 pub mod row_max;
+pub mod senders;
 pub mod subsets;
 #[cfg(test)]
 pub(crate) mod test_engines;

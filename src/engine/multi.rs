@@ -32,6 +32,7 @@ use std::sync::mpsc::{sync_channel, Receiver, TryRecvError};
 use std::sync::{Arc, Condvar, Mutex};
 
 use super::adder::{AddLater, Adder};
+use super::senders::{InFlight, Senders};
 use super::{Engine, FrameBatch, FrameTargets, HostFrames, LoadedModel, Selection, StateSubsets};
 use crate::model::AcousticModel;
 use crate::stats::ModelAccumulators;
@@ -110,6 +111,16 @@ pub fn partitions_from_env() -> Result<Option<usize>> {
 pub struct MultiEngine {
     parts: Vec<Box<dyn Engine>>,
     min_part_rows: usize,
+    /// The jobs its models' device threads have not finished.
+    in_flight: Arc<InFlight>,
+}
+
+impl Drop for MultiEngine {
+    fn drop(&mut self) {
+        // A model leaked with sends queued: they use the devices' engines
+        // (see `senders`).
+        self.in_flight.wait_idle();
+    }
 }
 
 impl MultiEngine {
@@ -128,6 +139,7 @@ impl MultiEngine {
         Ok(MultiEngine {
             parts,
             min_part_rows: MIN_PART_ROWS,
+            in_flight: Arc::default(),
         })
     }
 
@@ -165,20 +177,36 @@ impl Engine for MultiEngine {
     }
 
     fn load<'e>(&'e self, model: &AcousticModel) -> Result<Box<dyn LoadedModel + 'e>> {
+        // One after another: loaded on a thread each they took 0.6–0.7 ms
+        // against 0.2 (2 × H200, twenty-second session).
+        crate::engine::batch_trace::mark("load");
         let parts = self
             .parts
             .iter()
             .map(|e| e.load(model))
             .collect::<Result<Vec<_>>>()?;
-        Ok(Box::new(MultiModel::new(parts, self.min_part_rows)))
+        crate::engine::batch_trace::mark("loaded-all");
+        let senders = Senders::new(parts.len(), self.in_flight.clone());
+        Ok(Box::new(MultiModel::new(
+            parts,
+            self.min_part_rows,
+            senders,
+        )))
     }
 }
 
 /// A batch sent to a device and not yet added into the accumulators.
 struct Flight {
     part: usize,
-    /// The batch's statistics, or `None` when its device keeps them.
-    stats: Option<ModelAccumulators>,
+    /// The batch's statistics, or `None` when its device keeps them;
+    /// `Pending` while its device's thread sends it.
+    stats: Sending,
+}
+
+/// A batch's send: on its device's thread, or done.
+enum Sending {
+    Pending,
+    Done(Option<ModelAccumulators>),
 }
 
 /// A batch waiting for the rest of its round: its device, its frames and
@@ -380,9 +408,41 @@ impl OwnedTargets {
     }
 }
 
+/// The devices' models, held through pointers so that a device's thread
+/// may reach its model while the host holds no reference to it
+/// ([`super::senders`]).
+struct Parts<'e>(Vec<*mut (dyn LoadedModel + 'e)>);
+
+// SAFETY: the models are `Send`; each is reached by one thread at a time.
+unsafe impl Send for Parts<'_> {}
+
+impl<'e> Parts<'e> {
+    fn new(parts: Vec<Box<dyn LoadedModel + 'e>>) -> Self {
+        Parts(parts.into_iter().map(Box::into_raw).collect())
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn ptr(&self, p: usize) -> *mut (dyn LoadedModel + 'e) {
+        self.0[p]
+    }
+}
+
+impl Drop for Parts<'_> {
+    fn drop(&mut self) {
+        for p in self.0.drain(..) {
+            // SAFETY: made by `Box::into_raw`, dropped once; the owner
+            // finished its devices' threads first.
+            drop(unsafe { Box::from_raw(p) });
+        }
+    }
+}
+
 /// A model on every device of a [`MultiEngine`].
 pub struct MultiModel<'e> {
-    parts: Vec<Box<dyn LoadedModel + 'e>>,
+    parts: Parts<'e>,
     min_part_rows: usize,
     /// The device of the next batch: the one given the fewest frames.
     next: usize,
@@ -406,6 +466,14 @@ pub struct MultiModel<'e> {
     prepared: bool,
     /// What the last call's kernel time is taken from.
     last_call: LastCall,
+    /// The devices' threads that send the batches held.
+    senders: Senders<'e>,
+    /// The accumulators' shape, for the sends on the devices' threads.
+    shape: Option<Arc<ModelAccumulators>>,
+    /// Devices seen ready for statistics ([`LoadedModel::statistics_ready`]).
+    ready: Vec<bool>,
+    /// States of the model.
+    states: usize,
 }
 
 /// The last call of a [`MultiModel`], for its kernel time.
@@ -453,7 +521,7 @@ pub fn part_ranges(rows: Range<usize>, parts: usize, min: usize) -> Vec<Range<us
 /// Runs `f` for each (device, its rows, its output) at once, a thread each;
 /// the first error in device order is returned.
 fn each_part<'e, F>(
-    parts: &mut [Box<dyn LoadedModel + 'e>],
+    parts: Vec<&mut (dyn LoadedModel + 'e)>,
     ranges: Vec<Range<usize>>,
     out: &mut [f32],
     row_len: usize,
@@ -471,10 +539,10 @@ where
     }
     let f = &f;
     let jobs = parts
-        .iter_mut()
+        .into_iter()
         .zip(ranges)
         .zip(outs)
-        .map(|((p, r), o)| move || f(p.as_mut(), r, o));
+        .map(|((p, r), o)| move || f(p, r, o));
     on_threads(jobs).into_iter().collect()
 }
 
@@ -538,10 +606,18 @@ fn piece_targets<'a: 'b, 'b>(
 
 impl<'e> MultiModel<'e> {
     /// A model over `parts` (one a device, in device order).
-    fn new(parts: Vec<Box<dyn LoadedModel + 'e>>, min_part_rows: usize) -> Self {
+    fn new(
+        parts: Vec<Box<dyn LoadedModel + 'e>>,
+        min_part_rows: usize,
+        senders: Senders<'e>,
+    ) -> Self {
         MultiModel {
             given: vec![0; parts.len()],
-            parts,
+            ready: vec![false; parts.len()],
+            states: parts.first().map_or(0, |p| p.num_states()),
+            senders,
+            shape: None,
+            parts: Parts::new(parts),
             min_part_rows,
             next: 0,
             held: VecDeque::new(),
@@ -563,8 +639,8 @@ impl<'e> MultiModel<'e> {
             return Ok(());
         }
         let jobs = self
-            .parts
-            .iter_mut()
+            .parts_mut()?
+            .into_iter()
             .map(|p| move || p.prepare_statistics(targets));
         on_threads(jobs).into_iter().collect()
     }
@@ -628,7 +704,12 @@ impl<'e> MultiModel<'e> {
         // A device still being made ready (`statistics_ready`) gets nothing
         // unless the host must send: the host holds and copies the next
         // batches meanwhile.
-        let device_ready: Vec<bool> = self.parts.iter().map(|p| p.statistics_ready()).collect();
+        for p in 0..self.parts.len() {
+            if !self.ready[p] && self.senders.pending(p) == 0 {
+                self.ready[p] = self.part(p)?.statistics_ready();
+            }
+        }
+        let device_ready = self.ready.clone();
         let mut ready = 0;
         for (i, h) in self.held.iter_mut().enumerate() {
             let must = wait && i == 0;
@@ -647,52 +728,90 @@ impl<'e> MultiModel<'e> {
         self.flight.iter().filter(|f| f.part == part).count()
     }
 
-    /// Sends `batches` (in order) to their devices, a thread a device, each
-    /// device's in order; they go into `flight` in order.
-    fn send_batches(&mut self, batches: Vec<Held>, shape: &ModelAccumulators) -> Result<()> {
+    /// Queues `batches` (in order) on their devices' threads, each
+    /// device's in order; they go into `flight` in order, and their
+    /// results are taken when the host next needs their devices
+    /// ([`Self::fence`]).
+    fn send_batches(&mut self, batches: Vec<Held>, acc: &ModelAccumulators) -> Result<()> {
         if batches.is_empty() {
             return Ok(());
         }
-        let order: Vec<usize> = batches.iter().map(|h| h.part).collect();
-        let mut per_device: Vec<Vec<Held>> = (0..self.parts.len()).map(|_| Vec::new()).collect();
+        let shape = self.shape_like(acc);
+        self.last_call = LastCall::Settled(None);
         for h in batches {
-            per_device[h.part].push(h);
-        }
-        let send = |p: &mut Box<dyn LoadedModel + '_>, hs: Vec<Held>| {
-            hs.into_iter()
-                .map(|h| {
-                    let mut frames = h.frames.finish()?;
-                    p.accumulate_frames_apart(&mut frames, h.dim, h.targets.as_targets(), shape)
-                })
-                .collect::<Result<Vec<_>>>()
-        };
-        let busy: Vec<usize> = (0..per_device.len())
-            .filter(|&p| !per_device[p].is_empty())
-            .collect();
-        let mut results: Vec<std::vec::IntoIter<Option<ModelAccumulators>>> = (0..self.parts.len())
-            .map(|_| Vec::new().into_iter())
-            .collect();
-        if let [only] = busy[..] {
-            let hs = std::mem::take(&mut per_device[only]);
-            results[only] = send(&mut self.parts[only], hs)?.into_iter();
-        } else {
-            let jobs = self
-                .parts
-                .iter_mut()
-                .zip(per_device)
-                .filter(|(_, hs)| !hs.is_empty())
-                .map(|(p, hs)| move || send(p, hs));
-            for (p, r) in busy.iter().zip(on_threads(jobs)) {
-                results[*p] = r?.into_iter();
-            }
-        }
-        for part in order {
-            let stats = results[part]
-                .next()
-                .ok_or_else(|| Error::Engine("a sent batch's result is missing".into()))?;
-            self.flight.push_back(Flight { part, stats });
+            let p = h.part;
+            let shape = shape.clone();
+            let send = move |m: &mut dyn LoadedModel| {
+                let mut frames = h.frames.finish()?;
+                m.accumulate_frames_apart(&mut frames, h.dim, h.targets.as_targets(), &shape)
+            };
+            // SAFETY: the host reaches device p's model only through
+            // `part` / `parts_mut`, which take its results first, and the
+            // drop finishes the threads before the models go.
+            unsafe { self.senders.queue(p, self.parts.ptr(p), send) }?;
+            self.ready[p] = true;
+            self.flight.push_back(Flight {
+                part: p,
+                stats: Sending::Pending,
+            });
         }
         Ok(())
+    }
+
+    /// Zeros shaped like `acc` (made once), for the sends' checks.
+    fn shape_like(&mut self, acc: &ModelAccumulators) -> Arc<ModelAccumulators> {
+        match &self.shape {
+            Some(s) if check_shape(acc, s).is_ok() => s.clone(),
+            _ => {
+                let s = Arc::new(acc.zeros_like());
+                self.shape = Some(s.clone());
+                s
+            }
+        }
+    }
+
+    /// Takes the results of device `p`'s sends into their batches in
+    /// flight: its model is the host's again. The first send's error.
+    fn fence(&mut self, p: usize) -> Result<()> {
+        let mut first = Ok(());
+        while let Some(r) = self.senders.next_result(p) {
+            let stats = r.unwrap_or_else(|e| {
+                if first.is_ok() {
+                    first = Err(e);
+                }
+                None
+            });
+            let slot = self
+                .flight
+                .iter_mut()
+                .find(|f| f.part == p && matches!(f.stats, Sending::Pending));
+            if let Some(f) = slot {
+                f.stats = Sending::Done(stats);
+            }
+        }
+        first
+    }
+
+    /// [`Self::fence`] of every device.
+    fn fence_all(&mut self) -> Result<()> {
+        (0..self.parts.len()).try_for_each(|p| self.fence(p))
+    }
+
+    /// Device `p`'s model, its sends' results taken first.
+    fn part(&mut self, p: usize) -> Result<&mut (dyn LoadedModel + 'e)> {
+        self.fence(p)?;
+        // SAFETY: no send of device p is queued (the fence), and `&mut
+        // self` keeps the host's other uses away.
+        Ok(unsafe { &mut *self.parts.ptr(p) })
+    }
+
+    /// Every device's model, their sends' results taken first.
+    fn parts_mut(&mut self) -> Result<Vec<&mut (dyn LoadedModel + 'e)>> {
+        self.fence_all()?;
+        // SAFETY: as in `part`; the models are distinct.
+        Ok((0..self.parts.len())
+            .map(|p| unsafe { &mut *self.parts.ptr(p) })
+            .collect())
     }
 
     /// Takes the oldest batch in flight (waiting for its device) and hands
@@ -700,10 +819,17 @@ impl<'e> MultiModel<'e> {
     /// ([`Self::fold`] puts them into `acc`); `acc` gives their shape.
     fn receive(&mut self, acc: &mut ModelAccumulators) -> Result<()> {
         let _t = crate::timeline::Tally::start("receive");
+        if let Some(p) = self.flight.front().map(|f| f.part) {
+            self.fence(p)?;
+        }
         let Some(f) = self.flight.pop_front() else {
             return Ok(());
         };
-        let (like, add) = match f.stats {
+        let stats = match f.stats {
+            Sending::Done(s) => s,
+            Sending::Pending => return Err(Error::Engine("a batch sent has no result".into())),
+        };
+        let (like, add) = match stats {
             Some(s) => {
                 check_shape(acc, &s)?;
                 let like = s.total_like;
@@ -713,7 +839,7 @@ impl<'e> MultiModel<'e> {
                 });
                 (like, add)
             }
-            None => self.parts[f.part].take_apart(acc)?,
+            None => self.part(f.part)?.take_apart(acc)?,
         };
         self.like += like;
         self.adder.add(acc, add)
@@ -724,7 +850,7 @@ impl<'e> MultiModel<'e> {
     fn fold(&mut self, acc: &mut ModelAccumulators) -> Result<()> {
         if let Some(sum) = self.adder.take()? {
             check_shape(acc, &sum)?;
-            acc.add(&sum);
+            acc.add_on(&sum, super::adder::pool());
         }
         Ok(())
     }
@@ -764,7 +890,10 @@ impl<'e> MultiModel<'e> {
             let first = self.next;
             for (i, (stats, rows)) in stats.into_iter().zip(rows).enumerate() {
                 let part = (first + i) % n;
-                self.flight.push_back(Flight { part, stats });
+                self.flight.push_back(Flight {
+                    part,
+                    stats: Sending::Done(stats),
+                });
                 self.give(part, rows);
             }
         }
@@ -779,13 +908,13 @@ impl<'e> MultiModel<'e> {
         shape: &ModelAccumulators,
     ) -> Result<Vec<Option<ModelAccumulators>>> {
         if let [(piece, t)] = round[..] {
-            return Ok(vec![
-                self.parts[self.next].accumulate_apart(piece, t, shape)?
-            ]);
+            let next = self.next;
+            return Ok(vec![self.part(next)?.accumulate_apart(piece, t, shape)?]);
         }
         // Device next + i takes piece i.
-        let mut devices: Vec<_> = self.parts.iter_mut().collect();
-        devices.rotate_left(self.next);
+        let next = self.next;
+        let mut devices = self.parts_mut()?;
+        devices.rotate_left(next);
         let jobs = devices
             .into_iter()
             .zip(round)
@@ -794,9 +923,16 @@ impl<'e> MultiModel<'e> {
     }
 }
 
+impl Drop for MultiModel<'_> {
+    fn drop(&mut self) {
+        // Every send done before the models go.
+        self.senders.finish();
+    }
+}
+
 impl LoadedModel for MultiModel<'_> {
     fn num_states(&self) -> usize {
-        self.parts[0].num_states()
+        self.states
     }
 
     fn state_loglikes(&mut self, feats: FrameBatch<'_>, out: &mut [f32]) -> Result<()> {
@@ -804,8 +940,10 @@ impl LoadedModel for MultiModel<'_> {
     }
 
     fn score_in_fp32(&mut self) {
-        for p in &mut self.parts {
-            p.score_in_fp32();
+        if let Ok(parts) = self.parts_mut() {
+            for p in parts {
+                p.score_in_fp32();
+            }
         }
     }
 
@@ -816,7 +954,7 @@ impl LoadedModel for MultiModel<'_> {
         subsets: &StateSubsets,
         out: &mut [f32],
     ) -> Result<()> {
-        self.parts[0].state_loglikes_subset(feats, subsets, out)
+        self.part(0)?.state_loglikes_subset(feats, subsets, out)
     }
 
     fn state_loglikes_rows(
@@ -829,12 +967,16 @@ impl LoadedModel for MultiModel<'_> {
         let ranges = part_ranges(rows.clone(), self.parts.len(), self.min_part_rows);
         if ranges.len() == 1 || out.len() != rows.len() * ns || rows.end > feats.frames {
             // One device, or a call its engine refuses with its own message.
-            let r = self.parts[0].state_loglikes_rows(feats, rows, out);
+            let r = self
+                .part(0)
+                .and_then(|p| p.state_loglikes_rows(feats, rows, out));
             return self.scored_on(1, r);
         }
         let used = ranges.len();
-        let r = each_part(&mut self.parts, ranges, out, ns, |p, r, o| {
-            p.state_loglikes_rows(feats, r, o)
+        let r = self.parts_mut().and_then(|parts| {
+            each_part(parts, ranges, out, ns, |p, r, o| {
+                p.state_loglikes_rows(feats, r, o)
+            })
         });
         self.scored_on(used, r)
     }
@@ -847,12 +989,16 @@ impl LoadedModel for MultiModel<'_> {
     ) -> Result<()> {
         let ranges = part_ranges(0..feats.frames, self.parts.len(), self.min_part_rows);
         if ranges.len() == 1 || out.len() % feats.frames.max(1) != 0 {
-            let r = self.parts[0].component_loglikes(state, feats, out);
+            let r = self
+                .part(0)
+                .and_then(|p| p.component_loglikes(state, feats, out));
             return self.scored_on(1, r);
         }
         let (comps, used) = (out.len() / feats.frames, ranges.len());
-        let r = each_part(&mut self.parts, ranges, out, comps, |p, r, o| {
-            p.component_loglikes(state, feats.rows(r)?, o)
+        let r = self.parts_mut().and_then(|parts| {
+            each_part(parts, ranges, out, comps, |p, r, o| {
+                p.component_loglikes(state, feats.rows(r)?, o)
+            })
         });
         self.scored_on(used, r)
     }
@@ -883,7 +1029,8 @@ impl LoadedModel for MultiModel<'_> {
     }
 
     fn host_frames(&mut self, floats: usize) -> Result<HostFrames> {
-        self.parts[self.next].host_frames(floats)
+        let next = self.next;
+        self.part(next)?.host_frames(floats)
     }
 
     fn prepare_statistics(&mut self, targets: &FrameTargets<'_>) -> Result<()> {
@@ -891,7 +1038,7 @@ impl LoadedModel for MultiModel<'_> {
     }
 
     fn statistics_ready(&self) -> bool {
-        self.parts.iter().all(|p| p.statistics_ready())
+        self.ready.iter().all(|&r| r)
     }
 
     fn send_copied(&mut self, acc: &mut ModelAccumulators) -> Result<()> {
@@ -939,13 +1086,16 @@ impl LoadedModel for MultiModel<'_> {
 
     fn settle(&mut self, acc: &mut ModelAccumulators) -> Result<f64> {
         self.send_held(acc)?;
+        crate::engine::batch_trace::mark("sent-all");
         while !self.flight.is_empty() {
             self.receive(acc)?;
         }
+        crate::engine::batch_trace::mark("received-all");
         self.fold(acc)?;
-        self.last_call = LastCall::Settled(longest(
-            self.parts.iter_mut().map(|p| p.take_apart_kernel_seconds()),
-        ));
+        crate::engine::batch_trace::mark("folded");
+        let parts = self.parts_mut()?;
+        let kernels = longest(parts.into_iter().map(|p| p.take_apart_kernel_seconds()));
+        self.last_call = LastCall::Settled(kernels);
         Ok(std::mem::take(&mut self.like))
     }
 
@@ -955,8 +1105,10 @@ impl LoadedModel for MultiModel<'_> {
     /// the sum of its kernels.
     fn last_kernel_seconds(&self) -> Option<f64> {
         match self.last_call {
+            // SAFETY: a scoring call took every send's result, and a send
+            // since would have made the last call `Settled`.
             LastCall::Scored(used) => {
-                longest(self.parts[..used].iter().map(|p| p.last_kernel_seconds()))
+                longest((0..used).map(|p| unsafe { &*self.parts.ptr(p) }.last_kernel_seconds()))
             }
             LastCall::Settled(k) => k,
         }
@@ -1120,7 +1272,8 @@ mod tests {
             .map(|e| e.load(model))
             .collect::<Result<Vec<_>>>()
             .unwrap();
-        MultiModel::new(parts, 1)
+        let senders = Senders::new(parts.len(), Arc::default());
+        MultiModel::new(parts, 1, senders)
     }
 
     /// `rows` (`d` wide) as one batch of `mm`, kept to be copied in.

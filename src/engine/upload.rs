@@ -131,6 +131,13 @@ fn tasks(parts: &[KeptPart], len: usize, dim: usize, piece: usize, chunk: usize)
     out
 }
 
+struct Mark(usize, usize);
+impl Drop for Mark {
+    fn drop(&mut self) {
+        crate::engine::batch_trace::mark_with(|| format!("P{}.{}", self.0, self.1));
+    }
+}
+
 /// A batch handed to the gatherers.
 struct Job {
     parts: Vec<KeptPart>,
@@ -156,6 +163,8 @@ impl Job {
     /// Does task `i`, its segments' maxima noted.
     fn run(&self, i: usize) {
         let d = self.dim.max(1);
+        crate::engine::batch_trace::mark_with(|| format!("p{}.{i}", self.len / d));
+        let _end = Mark(self.len / d, i);
         match &self.tasks[i] {
             Task::Lent(r) => self.up.send_lent(r.clone()),
             Task::Copy { at, segs } => {

@@ -129,6 +129,41 @@ impl ModelAccumulators {
     }
 
     /// Add `other` (same shape) into `self`: statistics are additive.
+    /// [`Self::add`] on `pool`'s threads, a run of sums each (the same
+    /// bits: each sum is added once).
+    pub fn add_on(&mut self, other: &ModelAccumulators, pool: Option<&rayon::ThreadPool>) {
+        use rayon::prelude::*;
+        let Some(pool) = pool else {
+            return self.add(other);
+        };
+        assert_eq!(
+            self.states.len(),
+            other.states.len(),
+            "accumulator shapes differ"
+        );
+        const RUN: usize = 1 << 13;
+        let mut runs: Vec<(&mut [f64], &[f64])> = Vec::new();
+        for (a, b) in self.states.iter_mut().zip(&other.states) {
+            for (x, y) in [
+                (&mut a.occupancy, &b.occupancy),
+                (&mut a.mean_acc, &b.mean_acc),
+                (&mut a.var_acc, &b.var_acc),
+            ] {
+                let n = x.len().min(y.len());
+                runs.extend(x[..n].chunks_mut(RUN).zip(y[..n].chunks(RUN)));
+            }
+        }
+        pool.install(|| {
+            runs.into_par_iter().for_each(|(x, y)| {
+                for (x, y) in x.iter_mut().zip(y) {
+                    *x += y;
+                }
+            })
+        });
+        self.total_like += other.total_like;
+        self.total_frames += other.total_frames;
+    }
+
     pub fn add(&mut self, other: &ModelAccumulators) {
         assert_eq!(
             self.states.len(),
@@ -148,5 +183,55 @@ impl ModelAccumulators {
         }
         self.total_like += other.total_like;
         self.total_frames += other.total_frames;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn accs(seed: f64, states: &[usize], dim: usize, means: bool) -> ModelAccumulators {
+        let v = |n: usize, k: f64| (0..n).map(|i| (i as f64 + k).sin() * 1e3).collect();
+        ModelAccumulators {
+            dim,
+            kind: CovKind::Diagonal,
+            flags: UpdateFlags::default(),
+            states: states
+                .iter()
+                .enumerate()
+                .map(|(s, &g)| GmmAccumulator {
+                    occupancy: v(g, seed + s as f64),
+                    mean_acc: if means {
+                        v(g * dim, seed * 2.0)
+                    } else {
+                        Vec::new()
+                    },
+                    var_acc: v(g * dim, seed * 3.0),
+                })
+                .collect(),
+            total_like: seed,
+            total_frames: 2.0 * seed,
+        }
+    }
+
+    /// Added on a pool, the sums are those added on one thread, to the bit
+    /// (runs longer than a pool's run, and empty means).
+    #[test]
+    fn sums_added_on_a_pool_are_the_same_bits() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(3)
+            .build()
+            .unwrap();
+        for (states, means) in [(&[3usize, 9000][..], true), (&[2048][..], false)] {
+            let mut one = accs(0.5, states, 40, means);
+            let mut on_pool = one.clone();
+            let other = accs(1.25, states, 40, means);
+            one.add(&other);
+            on_pool.add_on(&other, Some(&pool));
+            assert_eq!(format!("{one:?}"), format!("{on_pool:?}"));
+            on_pool.add_on(&other, None);
+            one.add(&other);
+            assert_eq!(format!("{one:?}"), format!("{on_pool:?}"));
+        }
     }
 }

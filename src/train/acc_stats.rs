@@ -25,7 +25,7 @@ use crate::engine::{Engine, FrameSource, FrameTargets, HostFrames, LoadedModel, 
 use crate::model::{AcousticModel, CovKind};
 use crate::stats::{ModelAccumulators, UpdateFlags};
 use crate::train::convert::{
-    am_from_model_accs, augment, diag_from_gmm_acc, full_from_gmm_acc, model_from_am,
+    am_from_model_accs, augment, diag_from_gmm_acc_owned, full_from_gmm_acc, model_from_am,
 };
 use crate::train::prefetch::Features;
 use crate::{Error, Result};
@@ -151,6 +151,9 @@ impl FrameSource for Part {
         match self {
             Part::Owned(v) => v.copy_range_abs_max(floats, dst, dim),
             Part::Shared(m) => {
+                if m.read_f32_at(floats.clone(), dst) {
+                    return crate::engine::copy_max::abs_max(dst, dim);
+                }
                 crate::engine::copy_max::copy_range_abs_max(&m.raw(), floats, dst, dim)
             }
         }
@@ -702,11 +705,10 @@ impl<'e> GlobalAccStats<'e> {
                 "full-covariance statistics cannot be written as diagonal accumulators".into(),
             ));
         }
-        Ok(diag_from_gmm_acc(
-            &self.accs.states[0],
-            self.dim,
-            self.accs.flags,
-        ))
+        let sums = self.accs.states.swap_remove(0);
+        let out = diag_from_gmm_acc_owned(sums, self.dim, self.accs.flags);
+        crate::engine::batch_trace::mark("converted");
+        Ok(out)
     }
 
     /// `fgmm-global-acc-stats` output (centred as Kaldi writes it; sends

@@ -150,22 +150,21 @@ pub fn gmm_acc_from_diag(a: &AccumDiagGmm) -> GmmAccumulator {
 }
 
 pub fn diag_from_gmm_acc(g: &GmmAccumulator, dim: usize, flags: UpdateFlags) -> AccumDiagGmm {
+    diag_from_gmm_acc_owned(g.clone(), dim, flags)
+}
+
+/// [`diag_from_gmm_acc`] taking the sums over instead of copying them (a
+/// UBM's 1.3 MB copied into fresh pages took 0.1–0.3 ms of every
+/// `gmm-global-acc-stats` job's end).
+pub fn diag_from_gmm_acc_owned(g: GmmAccumulator, dim: usize, flags: UpdateFlags) -> AccumDiagGmm {
     let f = augment(flags);
     AccumDiagGmm {
         dim,
         num_comp: g.occupancy.len(),
         flags: flags_to_kaldi(f),
-        occupancy: g.occupancy.clone(),
-        mean_accs: if f.means {
-            g.mean_acc.clone()
-        } else {
-            Vec::new()
-        },
-        var_accs: if f.variances {
-            g.var_acc.clone()
-        } else {
-            Vec::new()
-        },
+        occupancy: g.occupancy,
+        mean_accs: if f.means { g.mean_acc } else { Vec::new() },
+        var_accs: if f.variances { g.var_acc } else { Vec::new() },
     }
 }
 

@@ -873,6 +873,33 @@ impl SharedMatrix {
         self.input.len().saturating_sub(end) / (self.cols * size).max(1)
     }
 
+    /// Values `floats` of an `f32` matrix (counted over its rows) read
+    /// from its file into `dst` with `pread` ([`InputData::read_at`]),
+    /// without touching the map: the first touch of a fresh map's pages
+    /// costs a page fault each few of them, taken one after another by the
+    /// threads that copy, and the kernel's copy from the page cache was
+    /// faster (docs/performance.md, twenty-second session). False, with
+    /// `dst` unspecified, where that cannot be done (an `f64` matrix, a
+    /// big-endian host, input in memory, a short read): then read
+    /// [`Self::raw`].
+    pub fn read_f32_at(&self, floats: std::ops::Range<usize>, dst: &mut [f32]) -> bool {
+        let whole = self.rows * self.cols;
+        if self.kind != FloatKind::F32
+            || cfg!(target_endian = "big")
+            || !matches!(*self.input, InputData::Mapped(..))
+            || floats.start > floats.end
+            || floats.end > whole
+            || dst.len() != floats.len()
+        {
+            return false;
+        }
+        // SAFETY: any bytes are a valid f32; `dst` is borrowed mutably.
+        let bytes =
+            unsafe { std::slice::from_raw_parts_mut(dst.as_mut_ptr().cast::<u8>(), 4 * dst.len()) };
+        let at = self.start + 4 * floats.start;
+        self.input.read_at(at, bytes) == bytes.len()
+    }
+
     /// The matrix as a view of its bytes.
     pub fn raw(&self) -> RawMatrix<'_> {
         let size = self.kind.size();
@@ -900,6 +927,39 @@ mod tests {
     use super::*;
     use crate::kaldi::object::{object_to_bytes, read_object};
     use proptest::prelude::*;
+
+    /// A mapped `f32` matrix's range read with `pread` is that range of its
+    /// values, at any offset; `f64` values, input in memory and ranges out
+    /// of the matrix are refused.
+    #[test]
+    fn f32_ranges_read_from_the_file_are_the_matrix_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.bin");
+        let vals: Vec<f32> = (0..12).map(|i| i as f32 * 0.5 - 2.0).collect();
+        let mut bytes = b"key ".to_vec();
+        bytes.extend(object_to_bytes(
+            &Matrix::from_vec(4, 3, vals.clone()).unwrap(),
+            true,
+        ));
+        std::fs::write(&path, &bytes).unwrap();
+        let input = crate::kaldi::files::map_file(path.to_str().unwrap()).unwrap();
+        // The values follow "key ", the binary marker and the header.
+        let start = bytes.len() - 4 * vals.len();
+        let m = SharedMatrix::at(&input, start, 4, 3, FloatKind::F32).unwrap();
+        for range in [0..12, 3..9, 5..6, 7..7] {
+            let mut got = vec![f32::NAN; range.len()];
+            assert!(m.read_f32_at(range.clone(), &mut got), "{range:?}");
+            assert_eq!(got, vals[range]);
+        }
+        let mut out = vec![0f32; 4];
+        assert!(!m.read_f32_at(10..14, &mut out));
+        assert!(!m.read_f32_at(0..3, &mut out));
+        let f64s = SharedMatrix::at(&input, start, 2, 3, FloatKind::F64).unwrap();
+        assert!(!f64s.read_f32_at(0..4, &mut out));
+        let owned = Arc::new(InputData::Owned(bytes));
+        let in_memory = SharedMatrix::at(&owned, start, 4, 3, FloatKind::F32).unwrap();
+        assert!(!in_memory.read_f32_at(0..4, &mut out));
+    }
 
     #[test]
     fn text_forms_are_kaldis() {

@@ -1230,6 +1230,7 @@ impl<'e> CudaModel<'e> {
             (tot, weight),
             &self.state_first,
             self.row_shape(),
+            None,
         );
     }
 

@@ -28,14 +28,17 @@ pub(super) struct RowShape {
 /// The device sums of a batch (`sums`, rows as `shape` says, state s's
 /// from row `first[s]`) and its Σ weight × log-likelihood and Σ weight
 /// (`totals`) added into `acc`.
+/// `pool`: the threads that add them, or `None` for the calling thread
+/// (or the global pool, for many sums).
 pub(super) fn add_batch(
     acc: &mut crate::stats::ModelAccumulators,
     sums: &[f64],
     totals: (f64, f64),
     first: &[usize],
     shape: RowShape,
+    pool: Option<&rayon::ThreadPool>,
 ) {
-    add_rows(&mut acc.states, sums, first, shape);
+    add_rows(&mut acc.states, sums, first, shape, pool);
     acc.total_like += totals.0;
     acc.total_frames += totals.1;
 }
@@ -46,13 +49,17 @@ pub(super) fn add_rows(
     sums: &[f64],
     first: &[usize],
     shape: RowShape,
+    pool: Option<&rayon::ThreadPool>,
 ) {
     let kz = shape.kz;
     let groups = states.iter_mut().enumerate().flat_map(|(s, a)| {
         let ng = a.occupancy.len();
         group_parts(a, &sums[first[s] * kz..][..ng * kz], shape)
     });
-    if sums.len() < PARALLEL_FROM {
+    if let Some(p) = pool {
+        let groups: Vec<Group<'_>> = groups.collect();
+        p.install(|| groups.into_par_iter().for_each(|g| g.add(shape)));
+    } else if sums.len() < PARALLEL_FROM {
         groups.for_each(|g| g.add(shape));
     } else {
         groups
@@ -144,18 +151,25 @@ mod tests {
     }
 
     /// Every element gets its row's value once, whether the sums are
-    /// few (one thread) or many (groups on the pool), with means or
-    /// variances not accumulated.
+    /// few (one thread) or many (groups on the pool), or added on a pool
+    /// of the caller's, with means or variances not accumulated.
     #[test]
     fn each_sum_is_added_once_into_its_place() {
         let (dim, vlen) = (3, 3);
         let kz = 2 * dim + 1;
-        for &(ngs, means, vars) in &[
+        let own = rayon::ThreadPoolBuilder::new()
+            .num_threads(3)
+            .build()
+            .unwrap();
+        for (&(ngs, means, vars), pool) in [
             (&[2usize, 5][..], true, true),
             (&[300, 150_000, 1][..], true, true),
             (&[300, 7000][..], false, true),
             (&[300, 7000][..], true, false),
-        ] {
+        ]
+        .iter()
+        .flat_map(|case| [(case, None), (case, Some(&own))])
+        {
             let mut states: Vec<_> = ngs
                 .iter()
                 .map(|&n| state(n, dim, vlen, means, vars))
@@ -170,7 +184,7 @@ mod tests {
                     Some(*a - n)
                 })
                 .collect();
-            add_rows(&mut states, &sums, &first, RowShape { dim, vlen, kz });
+            add_rows(&mut states, &sums, &first, RowShape { dim, vlen, kz }, pool);
             for (s, (a, b)) in states.iter().zip(&before).enumerate() {
                 for g in 0..ngs[s] {
                     let row = &sums[(first[s] + g) * kz..][..kz];

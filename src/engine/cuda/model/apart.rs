@@ -14,7 +14,7 @@ use cudarc::driver::{CudaEvent, CudaSlice, PinnedHostSlice};
 
 use super::batch_trace::{self, DeviceClock};
 use super::{add_sums, CudaModel, Source};
-use crate::engine::adder::AddLater;
+use crate::engine::adder::{self, AddLater};
 use crate::engine::batch_trace::{send_span, send_start};
 use crate::engine::cuda::{driver_err, plan};
 use crate::engine::{FrameBatch, FrameTargets};
@@ -148,7 +148,7 @@ impl CudaModel<'_> {
         let pool = self.eng.pinned.clone();
         let add: AddLater = Box::new(move |acc: &mut ModelAccumulators| {
             let sums = c.sums.as_slice().map_err(&e)?;
-            add_sums::add_batch(acc, sums, (tot, c.weight), &first, rows);
+            add_sums::add_batch(acc, sums, (tot, c.weight), &first, rows, adder::pool());
             pool.give_sums(c.sums);
             pool.give_sums(c.total);
             Ok(())
