@@ -703,7 +703,8 @@ impl<'e> MultiModel<'e> {
             .collect();
         // A device still being made ready (`statistics_ready`) gets nothing
         // unless the host must send: the host holds and copies the next
-        // batches meanwhile.
+        // batches meanwhile. Once a device has a send queued, its thread
+        // waits for it to be ready, and it is asked no more.
         for p in 0..self.parts.len() {
             if !self.ready[p] && self.senders.pending(p) == 0 {
                 self.ready[p] = self.part(p)?.statistics_ready();
