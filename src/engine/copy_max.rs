@@ -196,8 +196,9 @@ mod tests {
     }
 
     /// Copies and maxima (also `abs_max` of the copy) are those of a plain
-    /// copy and `block_abs_max`, to the bit, for any width, any number of rows, source offset and
-    /// destination alignment, with NaN, infinities and signed zeros.
+    /// copy and `block_abs_max`, to the bit, for any width, any number of
+    /// rows, source offset and destination alignment, with NaN, infinities
+    /// and signed zeros.
     #[test]
     fn the_copy_and_maxima_are_a_plain_copys() {
         let mut rng = Rng::new(7);

@@ -772,22 +772,27 @@ impl<'e> MultiModel<'e> {
     }
 
     /// Takes the results of device `p`'s sends into their batches in
-    /// flight: its model is the host's again. The first send's error.
+    /// flight: its model is the host's again. A batch whose send failed
+    /// leaves the flight (nothing of it is kept to collect); the first
+    /// send's error is returned.
     fn fence(&mut self, p: usize) -> Result<()> {
         let mut first = Ok(());
         while let Some(r) = self.senders.next_result(p) {
-            let stats = r.unwrap_or_else(|e| {
-                if first.is_ok() {
-                    first = Err(e);
-                }
-                None
-            });
             let slot = self
                 .flight
-                .iter_mut()
-                .find(|f| f.part == p && matches!(f.stats, Sending::Pending));
-            if let Some(f) = slot {
-                f.stats = Sending::Done(stats);
+                .iter()
+                .position(|f| f.part == p && matches!(f.stats, Sending::Pending));
+            match (r, slot) {
+                (Ok(stats), Some(i)) => self.flight[i].stats = Sending::Done(stats),
+                (Err(e), slot) => {
+                    if let Some(i) = slot {
+                        self.flight.remove(i);
+                    }
+                    if first.is_ok() {
+                        first = Err(e);
+                    }
+                }
+                (Ok(_), None) => {}
             }
         }
         first
@@ -1669,6 +1674,31 @@ mod tests {
                 assert!(run(&cpu_parts(n)) == want, "{kind:?}: {n} devices");
             }
         }
+    }
+
+    /// A batch whose send fails on its device's thread gives its error
+    /// and leaves nothing behind: the batches after it are counted as if
+    /// it had never come.
+    #[test]
+    fn a_failed_send_is_an_error_and_leaves_the_flight() {
+        let mut rng = Rng::new(5);
+        let model = random::model(&mut rng, &[2, 2], 2, CovKind::Diagonal);
+        let engine = cpu_parts(2);
+        let mut lm = engine.load(&model).unwrap();
+        let data = random::features(&mut rng, 6, 2);
+        let mut acc = ModelAccumulators::zeros(&model, UpdateFlags::default());
+        let send = |lm: &mut Box<dyn LoadedModel + '_>, states: &[u32], acc: &mut _| {
+            let mut frames = HostFrames::with_capacity(12);
+            frames.push(&data);
+            lm.accumulate_frames(&mut frames, 2, FrameTargets::Aligned(states), acc)
+                .and_then(|_| lm.settle(acc))
+        };
+        let e = send(&mut lm, &[0, 1, 9, 0, 1, 0], &mut acc).unwrap_err();
+        assert!(e.to_string().contains('9'), "{e}");
+        send(&mut lm, &[0, 1, 1, 0, 1, 0], &mut acc).unwrap();
+        let occupancy = |s: usize| acc.states[s].occupancy.iter().sum::<f64>();
+        assert!((occupancy(0) - 3.0).abs() < 1e-4 && (occupancy(1) - 3.0).abs() < 1e-4);
+        assert_eq!(acc.total_frames, 6.0);
     }
 
     #[test]

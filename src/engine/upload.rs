@@ -131,8 +131,11 @@ fn tasks(parts: &[KeptPart], len: usize, dim: usize, piece: usize, chunk: usize)
     out
 }
 
-struct Mark(usize, usize);
-impl Drop for Mark {
+/// `AMTOOL_BATCH_TRACE`: marks the end of a batch's (frames) task (index)
+/// when dropped, as its start is marked (`p`/`P` frames.index).
+struct TaskMark(usize, usize);
+
+impl Drop for TaskMark {
     fn drop(&mut self) {
         crate::engine::batch_trace::mark_with(|| format!("P{}.{}", self.0, self.1));
     }
@@ -164,7 +167,7 @@ impl Job {
     fn run(&self, i: usize) {
         let d = self.dim.max(1);
         crate::engine::batch_trace::mark_with(|| format!("p{}.{i}", self.len / d));
-        let _end = Mark(self.len / d, i);
+        let _end = TaskMark(self.len / d, i);
         match &self.tasks[i] {
             Task::Lent(r) => self.up.send_lent(r.clone()),
             Task::Copy { at, segs } => {

@@ -129,13 +129,14 @@ impl ModelAccumulators {
     }
 
     /// Add `other` (same shape) into `self`: statistics are additive.
-    /// [`Self::add`] on `pool`'s threads, a run of sums each (the same
-    /// bits: each sum is added once).
+    pub fn add(&mut self, other: &ModelAccumulators) {
+        self.add_on(other, None);
+    }
+
+    /// [`Self::add`] on `pool`'s threads, a run of sums each, or on the
+    /// calling thread (`None`): each sum is added once, so the same bits.
     pub fn add_on(&mut self, other: &ModelAccumulators, pool: Option<&rayon::ThreadPool>) {
         use rayon::prelude::*;
-        let Some(pool) = pool else {
-            return self.add(other);
-        };
         assert_eq!(
             self.states.len(),
             other.states.len(),
@@ -153,33 +154,14 @@ impl ModelAccumulators {
                 runs.extend(x[..n].chunks_mut(RUN).zip(y[..n].chunks(RUN)));
             }
         }
-        pool.install(|| {
-            runs.into_par_iter().for_each(|(x, y)| {
-                for (x, y) in x.iter_mut().zip(y) {
-                    *x += y;
-                }
-            })
-        });
-        self.total_like += other.total_like;
-        self.total_frames += other.total_frames;
-    }
-
-    pub fn add(&mut self, other: &ModelAccumulators) {
-        assert_eq!(
-            self.states.len(),
-            other.states.len(),
-            "accumulator shapes differ"
-        );
-        for (a, b) in self.states.iter_mut().zip(&other.states) {
-            for (x, y) in a.occupancy.iter_mut().zip(&b.occupancy) {
+        let add_run = |(x, y): (&mut [f64], &[f64])| {
+            for (x, y) in x.iter_mut().zip(y) {
                 *x += y;
             }
-            for (x, y) in a.mean_acc.iter_mut().zip(&b.mean_acc) {
-                *x += y;
-            }
-            for (x, y) in a.var_acc.iter_mut().zip(&b.var_acc) {
-                *x += y;
-            }
+        };
+        match pool {
+            Some(p) => p.install(|| runs.into_par_iter().for_each(add_run)),
+            None => runs.into_iter().for_each(add_run),
         }
         self.total_like += other.total_like;
         self.total_frames += other.total_frames;
