@@ -2,11 +2,22 @@
 //! Marks of the host's steps (batches held, their copies, the devices made
 //! ready, the bench job's start and end) and the lines of the batches a
 //! device engine collects (`engine/cuda/model/batch_trace.rs`: when the
-//! host sent each, when its device ran its kernels, when the host collected
-//! it), on one clock. This is what showed where acc_stats_ark's devices
-//! idled (docs/performance.md, ninth session): a copy enqueued too late, a
-//! round's copies serialised with its sends. Off, it costs one load of a
-//! flag a batch.
+//! host sent each, when its device ran its kernels, when its sums were
+//! downloaded, when the host collected it), on one clock. This is what
+//! showed where acc_stats_ark's devices idled (docs/performance.md, ninth
+//! session): a copy enqueued too late, a round's copies serialised with
+//! its sends. Off, it costs one load of a flag a mark.
+//!
+//! The marks: `load`, `loaded-all`, `prepare-devN`/`prepared-devN` (the
+//! model on the devices, made ready); `e16-*-devN` (the FP16 E-step's
+//! forms made in the background, and joined by the first send);
+//! `hold-devN`, `must-devN`, `queue-devN` (a batch held, waited for,
+//! queued on its device's thread); `recv-devN`, `took` (a batch's result
+//! taken); `summed`, `folded`, `drop`, `finished`, `dropped` (the job's
+//! end); and, by thread ([`thread_mark`]), each piece a copying thread
+//! takes: `pF.i` at its start, `w` once its memory is free, `f` filled,
+//! `c` its copy queued, `PF.i` at its end (F the batch's frames, i the
+//! piece). The twenty-third session's findings came from these.
 //!
 //! The lines are kept in memory and written by [`flush`] (at the end of a
 //! bench job, and as the process exits): written as they came, a thread's
@@ -69,6 +80,15 @@ pub fn mark_with(what: impl FnOnce() -> String) {
             now_ms()
         ));
     }
+}
+
+/// [`mark`] of `what` and the calling thread's name (`what@name`): the
+/// copying threads' steps, which the trace pairs by thread.
+pub fn thread_mark(what: impl std::fmt::Display) {
+    mark_with(|| {
+        let t = std::thread::current();
+        format!("{what}@{}", t.name().unwrap_or("?"))
+    });
 }
 
 /// The host's send of a batch: `(start, end)` ms, when tracing is on.

@@ -32,7 +32,7 @@ use std::sync::mpsc::{sync_channel, Receiver, TryRecvError};
 use std::sync::{Arc, Condvar, Mutex};
 
 use super::adder::{AddLater, Adder};
-use super::senders::{InFlight, Senders};
+use super::senders::{DeviceThreads, Senders};
 use super::{Engine, FrameBatch, FrameTargets, HostFrames, LoadedModel, Selection, StateSubsets};
 use crate::model::AcousticModel;
 use crate::stats::ModelAccumulators;
@@ -111,15 +111,15 @@ pub fn partitions_from_env() -> Result<Option<usize>> {
 pub struct MultiEngine {
     parts: Vec<Box<dyn Engine>>,
     min_part_rows: usize,
-    /// The jobs its models' device threads have not finished.
-    in_flight: Arc<InFlight>,
+    /// A thread a device, for its models' jobs.
+    threads: DeviceThreads,
 }
 
 impl Drop for MultiEngine {
     fn drop(&mut self) {
         // A model leaked with sends queued: they use the devices' engines
-        // (see `senders`).
-        self.in_flight.wait_idle();
+        // (see `senders`), so they all run before the engines go.
+        self.threads.join();
     }
 }
 
@@ -137,9 +137,9 @@ impl MultiEngine {
             )));
         }
         Ok(MultiEngine {
+            threads: DeviceThreads::start(parts.len())?,
             parts,
             min_part_rows: MIN_PART_ROWS,
-            in_flight: Arc::default(),
         })
     }
 
@@ -177,16 +177,17 @@ impl Engine for MultiEngine {
     }
 
     fn load<'e>(&'e self, model: &AcousticModel) -> Result<Box<dyn LoadedModel + 'e>> {
-        // One after another: loaded on a thread each they took 0.6–0.7 ms
-        // against 0.2 (2 × H200, twenty-second session).
+        // On the devices' threads, at once: each thread's first driver
+        // calls are then made before the job's (on threads started for the
+        // load, 0.6–0.7 ms against 0.2 one after another, twenty-second
+        // session; on the engine's threads 0.16–0.2 ms, twenty-third).
         crate::engine::batch_trace::mark("load");
-        let parts = self
-            .parts
-            .iter()
-            .map(|e| e.load(model))
-            .collect::<Result<Vec<_>>>()?;
+        let jobs = self.parts.iter().enumerate();
+        let jobs = jobs.map(|(p, e)| (p, move || e.load(model)));
+        let parts = self.threads.run_each(jobs);
+        let parts = parts.into_iter().collect::<Result<Vec<_>>>()?;
         crate::engine::batch_trace::mark("loaded-all");
-        let senders = Senders::new(parts.len(), self.in_flight.clone());
+        let senders = Senders::new(&self.threads);
         Ok(Box::new(MultiModel::new(
             parts,
             self.min_part_rows,
@@ -428,15 +429,23 @@ impl<'e> Parts<'e> {
     fn ptr(&self, p: usize) -> *mut (dyn LoadedModel + 'e) {
         self.0[p]
     }
+
+    /// Every model, boxed again; none is left. The caller makes sure no
+    /// job uses them any more.
+    fn take(&mut self) -> Vec<Box<dyn LoadedModel + 'e>> {
+        // SAFETY: made by `Box::into_raw`, taken once (drained).
+        self.0
+            .drain(..)
+            .map(|p| unsafe { Box::from_raw(p) })
+            .collect()
+    }
 }
 
 impl Drop for Parts<'_> {
     fn drop(&mut self) {
-        for p in self.0.drain(..) {
-            // SAFETY: made by `Box::into_raw`, dropped once; the owner
-            // finished its devices' threads first.
-            drop(unsafe { Box::from_raw(p) });
-        }
+        // Those the owner's drop did not take (it waits for every job
+        // queued for them first).
+        drop(self.take());
     }
 }
 
@@ -518,9 +527,10 @@ pub fn part_ranges(rows: Range<usize>, parts: usize, min: usize) -> Vec<Range<us
     out
 }
 
-/// Runs `f` for each (device, its rows, its output) at once, a thread each;
-/// the first error in device order is returned.
+/// Runs `f` for each (device, its rows, its output) at once, on the
+/// devices' threads; the first error in device order is returned.
 fn each_part<'e, F>(
+    threads: &DeviceThreads,
     parts: Vec<&mut (dyn LoadedModel + 'e)>,
     ranges: Vec<Range<usize>>,
     out: &mut [f32],
@@ -542,25 +552,9 @@ where
         .into_iter()
         .zip(ranges)
         .zip(outs)
-        .map(|((p, r), o)| move || f(p, r, o));
-    on_threads(jobs).into_iter().collect()
-}
-
-/// Runs each job at once on a thread of its own; their results in job
-/// order (a panicking job's as an error).
-fn on_threads<T: Send>(
-    jobs: impl IntoIterator<Item = impl FnOnce() -> Result<T> + Send>,
-) -> Vec<Result<T>> {
-    std::thread::scope(|s| {
-        let handles: Vec<_> = jobs.into_iter().map(|job| s.spawn(job)).collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(Error::Engine("a device's thread panicked".into())))
-            })
-            .collect()
-    })
+        .enumerate()
+        .map(|(d, ((p, r), o))| (d, move || f(p, r, o)));
+    threads.run_each(jobs).into_iter().collect()
 }
 
 /// The targets of frames `rows` of a batch; a weighted batch's offsets are
@@ -638,11 +632,13 @@ impl<'e> MultiModel<'e> {
         if std::mem::replace(&mut self.prepared, true) {
             return Ok(());
         }
+        let threads = self.senders.threads();
         let jobs = self
             .parts_mut()?
             .into_iter()
-            .map(|p| move || p.prepare_statistics(targets));
-        on_threads(jobs).into_iter().collect()
+            .enumerate()
+            .map(|(p, m)| (p, move || m.prepare_statistics(targets)));
+        threads.run_each(jobs).into_iter().collect()
     }
 
     /// Notes a scoring call on the first `used` devices and passes its
@@ -748,7 +744,8 @@ impl<'e> MultiModel<'e> {
             };
             // SAFETY: the host reaches device p's model only through
             // `part` / `parts_mut`, which take its results first, and the
-            // drop finishes the threads before the models go.
+            // drop waits for every job queued before the models go.
+            crate::engine::batch_trace::mark_with(|| format!("queue-dev{p}"));
             unsafe { self.senders.queue(p, self.parts.ptr(p), send) }?;
             self.ready[p] = true;
             self.flight.push_back(Flight {
@@ -827,6 +824,7 @@ impl<'e> MultiModel<'e> {
         let _t = crate::timeline::Tally::start("receive");
         if let Some(p) = self.flight.front().map(|f| f.part) {
             self.fence(p)?;
+            crate::engine::batch_trace::mark_with(|| format!("recv-dev{p}"));
         }
         let Some(f) = self.flight.pop_front() else {
             return Ok(());
@@ -848,6 +846,7 @@ impl<'e> MultiModel<'e> {
             None => self.part(f.part)?.take_apart(acc)?,
         };
         self.like += like;
+        crate::engine::batch_trace::mark("took");
         self.adder.add(acc, add)
     }
 
@@ -855,6 +854,7 @@ impl<'e> MultiModel<'e> {
     /// `acc`, once the adder has added them all.
     fn fold(&mut self, acc: &mut ModelAccumulators) -> Result<()> {
         if let Some(sum) = self.adder.take()? {
+            crate::engine::batch_trace::mark("summed");
             check_shape(acc, &sum)?;
             acc.add_on(&sum, super::adder::pool());
         }
@@ -918,21 +918,35 @@ impl<'e> MultiModel<'e> {
             return Ok(vec![self.part(next)?.accumulate_apart(piece, t, shape)?]);
         }
         // Device next + i takes piece i.
-        let next = self.next;
-        let mut devices = self.parts_mut()?;
+        let (next, threads) = (self.next, self.senders.threads());
+        let mut devices: Vec<_> = self.parts_mut()?.into_iter().enumerate().collect();
         devices.rotate_left(next);
         let jobs = devices
             .into_iter()
             .zip(round)
-            .map(|(p, (piece, t))| move || p.accumulate_apart(piece, t, shape));
-        on_threads(jobs).into_iter().collect()
+            .map(|((p, m), (piece, t))| (p, move || m.accumulate_apart(piece, t, shape)));
+        threads.run_each(jobs).into_iter().collect()
     }
 }
 
 impl Drop for MultiModel<'_> {
     fn drop(&mut self) {
         // Every send done before the models go.
+        crate::engine::batch_trace::mark("drop");
         self.senders.finish();
+        crate::engine::batch_trace::mark("finished");
+        // The models go on their devices' threads, at once (their device
+        // memory given back, their streams and events destroyed: ~0.1 ms
+        // a device).
+        let threads = self.senders.threads();
+        let jobs = self.parts.take().into_iter().enumerate().map(|(p, m)| {
+            (p, move || {
+                drop(m);
+                Ok(())
+            })
+        });
+        let _ = threads.run_each(jobs);
+        crate::engine::batch_trace::mark("dropped");
     }
 }
 
@@ -978,9 +992,9 @@ impl LoadedModel for MultiModel<'_> {
                 .and_then(|p| p.state_loglikes_rows(feats, rows, out));
             return self.scored_on(1, r);
         }
-        let used = ranges.len();
+        let (used, threads) = (ranges.len(), self.senders.threads());
         let r = self.parts_mut().and_then(|parts| {
-            each_part(parts, ranges, out, ns, |p, r, o| {
+            each_part(threads, parts, ranges, out, ns, |p, r, o| {
                 p.state_loglikes_rows(feats, r, o)
             })
         });
@@ -1001,8 +1015,9 @@ impl LoadedModel for MultiModel<'_> {
             return self.scored_on(1, r);
         }
         let (comps, used) = (out.len() / feats.frames, ranges.len());
+        let threads = self.senders.threads();
         let r = self.parts_mut().and_then(|parts| {
-            each_part(parts, ranges, out, comps, |p, r, o| {
+            each_part(threads, parts, ranges, out, comps, |p, r, o| {
                 p.component_loglikes(state, feats.rows(r)?, o)
             })
         });
@@ -1278,8 +1293,8 @@ mod tests {
             .map(|e| e.load(model))
             .collect::<Result<Vec<_>>>()
             .unwrap();
-        let senders = Senders::new(parts.len(), Arc::default());
-        MultiModel::new(parts, 1, senders)
+        let threads = Box::leak(Box::new(DeviceThreads::start(parts.len()).unwrap()));
+        MultiModel::new(parts, 1, Senders::new(threads))
     }
 
     /// `rows` (`d` wide) as one batch of `mm`, kept to be copied in.

@@ -16,18 +16,26 @@
 //! touches it only when [`Senders::pending`] is zero (after taking every
 //! result).
 //!
+//! The threads are the engine's ([`DeviceThreads`]), started with it and
+//! kept for as long as it lives: a thread started for each job (and its
+//! first CUDA call on that thread) cost 0.1–0.3 ms at each end of every
+//! job on 2 × H200 (docs/performance.md, twenty-third session). The same
+//! threads load the model on every device, make the devices ready and
+//! drop the models, at once ([`DeviceThreads::run_each`]).
+//!
 //! The models borrow their engine (`'e`), and a thread that outlives a
 //! call cannot hold a borrow, so the jobs are handed over with their
 //! lifetime erased. That is sound because nothing a job uses can go away
 //! while it runs:
-//! - the model it sends to is not touched by anyone else (above), and is
-//!   dropped only after its thread has finished every job
+//! - [`DeviceThreads::run_each`] returns only once each of its jobs has
+//!   run or been dropped unrun;
+//! - the model a send goes to is not touched by anyone else (above), and
+//!   is dropped only after every job queued for it has finished
 //!   ([`Senders::finish`], called by the owner's drop);
 //! - a model leaked with jobs queued is never dropped, and its engine,
-//!   which a job also uses, waits for every job of every model it lent
-//!   ([`InFlight::wait_idle`], called by the engine's drop).
+//!   which a job also uses, joins the threads, every job run, before it
+//!   goes ([`DeviceThreads::join`], called by the engine's drop).
 
-use std::marker::PhantomData;
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -40,16 +48,104 @@ use crate::{Error, Result};
 /// device keeps them ([`LoadedModel::accumulate_frames_apart`]).
 pub type Sent = Result<Option<ModelAccumulators>>;
 
-/// The jobs of an engine's models not yet finished.
+type Job = Box<dyn FnOnce() + Send + 'static>;
+
+fn stopped() -> Error {
+    Error::Engine("a device's thread stopped".into())
+}
+
+/// A thread for each device of an engine, for as long as the engine
+/// lives; each runs the jobs queued for its device in order.
+pub struct DeviceThreads {
+    jobs: Vec<Sender<Job>>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl DeviceThreads {
+    /// A thread for each of `devices` devices.
+    pub fn start(devices: usize) -> Result<Self> {
+        let mut t = DeviceThreads {
+            jobs: Vec::with_capacity(devices),
+            threads: Vec::with_capacity(devices),
+        };
+        for p in 0..devices {
+            let (tx, rx) = channel::<Job>();
+            let thread = std::thread::Builder::new()
+                .name(format!("amtool-dev-{p}"))
+                .spawn(move || rx.into_iter().for_each(|job| job()))
+                .map_err(|e| Error::Engine(format!("cannot start a device's thread: {e}")))?;
+            t.jobs.push(tx);
+            t.threads.push(thread);
+        }
+        Ok(t)
+    }
+
+    /// Queues `job` (which must not panic) on device `p`'s thread.
+    fn queue(&self, p: usize, job: Job) -> Result<()> {
+        let jobs = self.jobs.get(p).ok_or_else(stopped)?;
+        jobs.send(job).map_err(|_| stopped())
+    }
+
+    /// Runs each `(device, job)` on its device's thread, at once, and
+    /// waits for them all; their results in job order (a panicking job's
+    /// as an error).
+    pub fn run_each<'a, T, F>(&self, jobs: impl IntoIterator<Item = (usize, F)>) -> Vec<Result<T>>
+    where
+        T: Send + 'a,
+        F: FnOnce() -> Result<T> + Send + 'a,
+    {
+        let (tx, rx) = channel::<(usize, Result<T>)>();
+        let mut out: Vec<Option<Result<T>>> = Vec::new();
+        for (i, (p, f)) in jobs.into_iter().enumerate() {
+            out.push(None);
+            let tx = tx.clone();
+            let job: Box<dyn FnOnce() + Send + 'a> = Box::new(move || {
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+                    .unwrap_or_else(|_| Err(Error::Engine("a device's job panicked".into())));
+                let _ = tx.send((i, r));
+            });
+            // SAFETY: only the lifetime changes; every job has run, or was
+            // dropped unrun, when the loop below ends (each holds a sender
+            // of the channel, and the channel ends when the last goes).
+            let job: Job = unsafe { std::mem::transmute(job) };
+            if let Err(e) = self.queue(p, job) {
+                out[i] = Some(Err(e));
+            }
+        }
+        drop(tx);
+        for (i, r) in rx {
+            out[i] = Some(r);
+        }
+        out.into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(stopped())))
+            .collect()
+    }
+
+    /// Waits for every job queued, ends the threads.
+    pub fn join(&mut self) {
+        self.jobs.clear();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for DeviceThreads {
+    fn drop(&mut self) {
+        self.join();
+    }
+}
+
+/// A model's jobs not yet finished.
 #[derive(Default)]
-pub struct InFlight {
+struct InFlight {
     jobs: Mutex<usize>,
     idle: Condvar,
 }
 
 impl InFlight {
     /// Waits until no job is queued or running.
-    pub fn wait_idle(&self) {
+    fn wait_idle(&self) {
         let mut n = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
         while *n > 0 {
             n = self.idle.wait(n).unwrap_or_else(|e| e.into_inner());
@@ -62,7 +158,7 @@ impl InFlight {
     }
 }
 
-/// A job counted in its engine's [`InFlight`] until dropped.
+/// A job counted in its model's [`InFlight`] until dropped.
 struct JobToken(Arc<InFlight>);
 
 impl Drop for JobToken {
@@ -75,15 +171,11 @@ impl Drop for JobToken {
     }
 }
 
-type Job = Box<dyn FnOnce() + Send + 'static>;
-
-/// One device's thread (started at its first job) and its results.
-struct DeviceThread {
-    jobs: Option<Sender<Job>>,
-    results_tx: Sender<Sent>,
-    results: Receiver<Sent>,
+/// One device's results.
+struct Results {
+    tx: Sender<Sent>,
+    rx: Receiver<Sent>,
     pending: usize,
-    thread: Option<JoinHandle<()>>,
 }
 
 /// The model of a device, as its thread reaches it.
@@ -93,38 +185,37 @@ struct ModelPtr<'e>(*mut (dyn LoadedModel + 'e));
 // (the module's note).
 unsafe impl Send for ModelPtr<'_> {}
 
-/// A thread a device; see the module's note.
+/// A model's sends on its engine's device threads; see the module's note.
 pub struct Senders<'e> {
-    threads: Vec<DeviceThread>,
+    threads: &'e DeviceThreads,
+    results: Vec<Results>,
     in_flight: Arc<InFlight>,
-    _models: PhantomData<&'e ()>,
 }
 
 impl<'e> Senders<'e> {
-    /// For `devices` devices of an engine whose jobs `in_flight` counts.
-    pub fn new(devices: usize, in_flight: Arc<InFlight>) -> Self {
-        let threads = (0..devices)
+    /// For a model on the devices of `threads`.
+    pub fn new(threads: &'e DeviceThreads) -> Self {
+        let results = (0..threads.jobs.len())
             .map(|_| {
-                let (results_tx, results) = channel();
-                DeviceThread {
-                    jobs: None,
-                    results_tx,
-                    results,
-                    pending: 0,
-                    thread: None,
-                }
+                let (tx, rx) = channel();
+                Results { tx, rx, pending: 0 }
             })
             .collect();
         Senders {
             threads,
-            in_flight,
-            _models: PhantomData,
+            results,
+            in_flight: Arc::default(),
         }
+    }
+
+    /// The engine's device threads.
+    pub fn threads(&self) -> &'e DeviceThreads {
+        self.threads
     }
 
     /// Sends queued for device `p` whose results were not taken.
     pub fn pending(&self, p: usize) -> usize {
-        self.threads[p].pending
+        self.results[p].pending
     }
 
     /// Queues `send` of device `p`'s model `model` on its thread.
@@ -139,18 +230,8 @@ impl<'e> Senders<'e> {
         model: *mut (dyn LoadedModel + 'e),
         send: impl FnOnce(&mut dyn LoadedModel) -> Sent + Send + 'e,
     ) -> Result<()> {
-        let t = &mut self.threads[p];
-        if t.jobs.is_none() {
-            let (tx, rx) = channel::<Job>();
-            let thread = std::thread::Builder::new()
-                .name(format!("amtool-send-{p}"))
-                .spawn(move || rx.into_iter().for_each(|job| job()))
-                .map_err(|e| Error::Engine(format!("cannot start a device's thread: {e}")))?;
-            t.jobs = Some(tx);
-            t.thread = Some(thread);
-        }
         let model = ModelPtr(model);
-        let results = t.results_tx.clone();
+        let results = self.results[p].tx.clone();
         let token = self.in_flight.begin();
         let job: Box<dyn FnOnce() + Send + 'e> = Box::new(move || {
             let model = model;
@@ -164,37 +245,28 @@ impl<'e> Senders<'e> {
         // SAFETY: only the lifetime changes; the module's note says why
         // nothing the job uses goes away while it runs.
         let job: Job = unsafe { std::mem::transmute(job) };
-        let jobs = t.jobs.as_ref().expect("started above");
-        jobs.send(job)
-            .map_err(|_| Error::Engine("a device's thread stopped".into()))?;
-        t.pending += 1;
+        self.threads.queue(p, job)?;
+        self.results[p].pending += 1;
         Ok(())
     }
 
     /// The result of device `p`'s oldest send not yet taken (waits for
     /// it); `None` when there is none.
     pub fn next_result(&mut self, p: usize) -> Option<Sent> {
-        let t = &mut self.threads[p];
-        if t.pending == 0 {
+        let r = &mut self.results[p];
+        if r.pending == 0 {
             return None;
         }
-        t.pending -= 1;
-        Some(
-            t.results
-                .recv()
-                .unwrap_or_else(|_| Err(Error::Engine("a device's thread stopped".into()))),
-        )
+        r.pending -= 1;
+        Some(r.rx.recv().unwrap_or_else(|_| Err(stopped())))
     }
 
-    /// Waits for every job, ends the threads.
+    /// Waits for every job queued, and drops their results.
     pub fn finish(&mut self) {
-        for t in &mut self.threads {
-            drop(t.jobs.take());
-            if let Some(h) = t.thread.take() {
-                let _ = h.join();
-            }
-            while t.results.try_recv().is_ok() {}
-            t.pending = 0;
+        self.in_flight.wait_idle();
+        for r in &mut self.results {
+            while r.rx.try_recv().is_ok() {}
+            r.pending = 0;
         }
     }
 }
@@ -228,7 +300,8 @@ mod tests {
         let engine = CpuEngine::new(1).unwrap();
         let mut model = model_of(&engine);
         let ptr: *mut (dyn LoadedModel + '_) = &mut *model;
-        let mut s = Senders::new(2, Arc::default());
+        let threads = DeviceThreads::start(2).unwrap();
+        let mut s = Senders::new(&threads);
         // SAFETY: the model outlives the senders' jobs (the results are
         // all taken below) and is not touched meanwhile.
         unsafe {
@@ -251,31 +324,69 @@ mod tests {
         assert_eq!(s.pending(1), 0);
     }
 
-    /// An engine's wait returns only once a job it counts has finished,
-    /// whether or not its senders are still there.
+    /// A job queued for a model is finished when the model's senders
+    /// finish, and when the engine joins its threads even if the senders
+    /// were leaked.
     #[test]
-    fn the_engine_waits_for_every_job() {
+    fn finish_and_join_wait_for_every_job() {
         let engine = CpuEngine::new(1).unwrap();
         let mut model = model_of(&engine);
         let ptr: *mut (dyn LoadedModel + '_) = &mut *model;
-        let in_flight = Arc::new(InFlight::default());
-        let done = Arc::new(AtomicBool::new(false));
-        let mut s = Senders::new(1, in_flight.clone());
-        let flag = done.clone();
-        // SAFETY: the wait below outlasts the job; the model is not
-        // touched meanwhile.
-        unsafe {
-            s.queue(0, ptr, move |_| {
-                std::thread::sleep(Duration::from_millis(50));
-                flag.store(true, Ordering::SeqCst);
-                Ok(None)
-            })
-            .unwrap();
+        let mut threads = DeviceThreads::start(1).unwrap();
+        for leak in [false, true] {
+            let done = Arc::new(AtomicBool::new(false));
+            let mut s = Senders::new(&threads);
+            let flag = done.clone();
+            // SAFETY: the waits below outlast the job; the model is not
+            // touched meanwhile.
+            unsafe {
+                s.queue(0, ptr, move |_| {
+                    std::thread::sleep(Duration::from_millis(50));
+                    flag.store(true, Ordering::SeqCst);
+                    Ok(None)
+                })
+                .unwrap();
+            }
+            match leak {
+                false => s.finish(),
+                true => {
+                    std::mem::forget(s);
+                    threads.join();
+                }
+            }
+            assert!(done.load(Ordering::SeqCst), "leaked: {leak}");
         }
-        in_flight.wait_idle();
-        assert!(done.load(Ordering::SeqCst));
-        assert!(matches!(s.next_result(0), Some(Ok(None))));
-        drop(s);
-        in_flight.wait_idle();
+        // Joined, the threads take no more jobs.
+        let r = threads.run_each([(0, || Ok(1))]);
+        assert!(r[0].as_ref().unwrap_err().to_string().contains("stopped"));
+    }
+
+    /// Each job runs on its device's thread, borrowing the caller's data;
+    /// the results come in job order, a panic as an error, a device with
+    /// no thread as an error.
+    #[test]
+    fn run_each_runs_on_the_devices_threads_in_order() {
+        let threads = DeviceThreads::start(2).unwrap();
+        let data = vec![10usize, 20, 30];
+        let name = || std::thread::current().name().map(String::from);
+        let r = threads.run_each((0..4).map(|i| {
+            let data = &data;
+            (i % 2, move || match i {
+                3 => panic!("a job that fails"),
+                _ => Ok((data[i], name())),
+            })
+        }));
+        assert_eq!(r.len(), 4);
+        for (i, r) in r.iter().take(3).enumerate() {
+            let (v, thread) = r.as_ref().unwrap();
+            assert_eq!(*v, data[i]);
+            assert_eq!(
+                thread.as_deref(),
+                Some(format!("amtool-dev-{}", i % 2).as_str())
+            );
+        }
+        assert!(r[3].as_ref().unwrap_err().to_string().contains("panicked"));
+        let r = threads.run_each([(2, || Ok(()))]);
+        assert!(r[0].is_err());
     }
 }

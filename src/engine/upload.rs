@@ -137,7 +137,7 @@ struct TaskMark(usize, usize);
 
 impl Drop for TaskMark {
     fn drop(&mut self) {
-        crate::engine::batch_trace::mark_with(|| format!("P{}.{}", self.0, self.1));
+        crate::engine::batch_trace::thread_mark(format_args!("P{}.{}", self.0, self.1));
     }
 }
 
@@ -166,7 +166,7 @@ impl Job {
     /// Does task `i`, its segments' maxima noted.
     fn run(&self, i: usize) {
         let d = self.dim.max(1);
-        crate::engine::batch_trace::mark_with(|| format!("p{}.{i}", self.len / d));
+        crate::engine::batch_trace::thread_mark(format_args!("p{}.{i}", self.len / d));
         let _end = TaskMark(self.len / d, i);
         match &self.tasks[i] {
             Task::Lent(r) => self.up.send_lent(r.clone()),

@@ -685,9 +685,12 @@ impl<'e> CudaModel<'e> {
             return Ok(());
         }
         if let Some(making) = self.e16_making.take() {
+            let dev = self.eng.ctx.ordinal();
+            crate::engine::batch_trace::mark_with(|| format!("e16-join-dev{dev}"));
             let made = making.join().map_err(|_| {
                 Error::Engine("the thread making the E-step's forms of the model panicked".into())
             })?;
+            crate::engine::batch_trace::mark_with(|| format!("e16-joined-dev{dev}"));
             self.e16 = Some(made?);
             return Ok(());
         }
@@ -708,9 +711,13 @@ impl<'e> CudaModel<'e> {
         let thread = std::thread::Builder::new()
             .name("amtool-e16".into())
             .spawn(move || {
+                let dev = stream.context().ordinal();
+                crate::engine::batch_trace::mark_with(|| format!("e16-start-dev{dev}"));
                 let mut e = make_e16(&stream, &model, wg)?;
+                crate::engine::batch_trace::mark_with(|| format!("e16-forms-dev{dev}"));
                 e.reserve(room);
                 e.make_room(&stream, sms)?;
+                crate::engine::batch_trace::mark_with(|| format!("e16-made-dev{dev}"));
                 Ok(e)
             })
             .map_err(|e| {

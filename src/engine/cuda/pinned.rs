@@ -286,8 +286,11 @@ impl Uploads {
             // SAFETY: the piece holds PIECE_FLOATS ≥ n floats, and no copy
             // reads it any more.
             let buf = unsafe { std::slice::from_raw_parts_mut(piece.ptr, n) };
+            crate::engine::batch_trace::thread_mark("w");
             crate::timeline::tally("piece_fill", || fill(buf));
+            crate::engine::batch_trace::thread_mark("f");
             crate::timeline::tally("piece_copy", || self.copy(at, buf))?;
+            crate::engine::batch_trace::thread_mark("c");
             let ctx = self.stream.context();
             let e = match piece
                 .events

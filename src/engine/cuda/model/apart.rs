@@ -42,6 +42,8 @@ struct ApartSums {
     _device_total: CudaSlice<f64>,
     /// Σ weight, known on the host.
     weight: f64,
+    /// When the download was done (`AMTOOL_BATCH_TRACE` only).
+    downloaded: Option<CudaEvent>,
 }
 
 impl CudaModel<'_> {
@@ -83,14 +85,20 @@ impl CudaModel<'_> {
                 let e = driver_err("downloading statistics");
                 s.memcpy_dtoh(&pend.acc64, &mut sums).map_err(&e)?;
                 s.memcpy_dtoh(&pend.total, &mut total).map_err(&e)?;
-                Ok((sums, total))
+                let timing = cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT;
+                let downloaded = match self.batch_clock.is_some() {
+                    true => Some(s.record_event(Some(timing)).map_err(&e)?),
+                    false => None,
+                };
+                Ok((sums, total, downloaded))
             })
         });
-        let copy = copy.map(|(sums, total)| ApartSums {
+        let copy = copy.map(|(sums, total, downloaded)| ApartSums {
             sums,
             total,
             _device_total: pend.total,
             weight: pend.weight,
+            downloaded,
         });
         // The next batch takes the other accumulators (made then, the
         // first time); the one after it zeroes these, after the copies.
@@ -140,7 +148,15 @@ impl CudaModel<'_> {
         let tot = c.total.as_slice().map_err(&e)?[0];
         if let (Some(clock), Some(sent)) = (&self.batch_clock, batch.sent) {
             let device = self.eng.ctx.ordinal();
-            batch_trace::report(clock, device, batch.frames, sent, &batch.timers);
+            let timers = &batch.timers;
+            batch_trace::report(
+                clock,
+                device,
+                batch.frames,
+                sent,
+                timers,
+                c.downloaded.as_ref(),
+            );
         }
         self.tally_device_time(batch.timers);
         let rows = self.row_shape();

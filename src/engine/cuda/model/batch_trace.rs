@@ -46,13 +46,15 @@ pub(super) fn report(
     frames: usize,
     sent: (f64, f64),
     timers: &[(CudaEvent, CudaEvent)],
+    downloaded: Option<&CudaEvent>,
 ) {
+    let downloaded = downloaded.map_or(f64::NAN, |e| clock.ms(e));
     let kernels: Vec<String> = timers
         .iter()
         .map(|(a, b)| format!("{:.3}-{:.3}", clock.ms(a), clock.ms(b)))
         .collect();
     keep(format!(
-        "LOG (amtool) batch: device={device} frames={frames} sent={:.3}-{:.3} kernels={} collected={:.3}",
+        "LOG (amtool) batch: device={device} frames={frames} sent={:.3}-{:.3} kernels={} collected={:.3} downloaded={downloaded:.3}",
         sent.0,
         sent.1,
         kernels.join(","),
