@@ -94,10 +94,11 @@ impl DeviceThreads {
         T: Send + 'a,
         F: FnOnce() -> Result<T> + Send + 'a,
     {
+        // Made first, so that nothing runs while the caller's code does.
+        let jobs: Vec<(usize, F)> = jobs.into_iter().collect();
         let (tx, rx) = channel::<(usize, Result<T>)>();
-        let mut out: Vec<Option<Result<T>>> = Vec::new();
+        let mut out: Vec<Option<Result<T>>> = (0..jobs.len()).map(|_| None).collect();
         for (i, (p, f)) in jobs.into_iter().enumerate() {
-            out.push(None);
             let tx = tx.clone();
             let job: Box<dyn FnOnce() + Send + 'a> = Box::new(move || {
                 let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
