@@ -37,7 +37,6 @@
 //!   goes ([`DeviceThreads::join`], called by the engine's drop).
 
 use std::sync::mpsc::{channel, Receiver, Sender};
-use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
 use super::LoadedModel;
@@ -137,41 +136,6 @@ impl Drop for DeviceThreads {
     }
 }
 
-/// A model's jobs not yet finished.
-#[derive(Default)]
-struct InFlight {
-    jobs: Mutex<usize>,
-    idle: Condvar,
-}
-
-impl InFlight {
-    /// Waits until no job is queued or running.
-    fn wait_idle(&self) {
-        let mut n = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
-        while *n > 0 {
-            n = self.idle.wait(n).unwrap_or_else(|e| e.into_inner());
-        }
-    }
-
-    fn begin(self: &Arc<Self>) -> JobToken {
-        *self.jobs.lock().unwrap_or_else(|e| e.into_inner()) += 1;
-        JobToken(self.clone())
-    }
-}
-
-/// A job counted in its model's [`InFlight`] until dropped.
-struct JobToken(Arc<InFlight>);
-
-impl Drop for JobToken {
-    fn drop(&mut self) {
-        let mut n = self.0.jobs.lock().unwrap_or_else(|e| e.into_inner());
-        *n -= 1;
-        if *n == 0 {
-            self.0.idle.notify_all();
-        }
-    }
-}
-
 /// One device's results.
 struct Results {
     tx: Sender<Sent>,
@@ -190,7 +154,6 @@ unsafe impl Send for ModelPtr<'_> {}
 pub struct Senders<'e> {
     threads: &'e DeviceThreads,
     results: Vec<Results>,
-    in_flight: Arc<InFlight>,
 }
 
 impl<'e> Senders<'e> {
@@ -202,11 +165,7 @@ impl<'e> Senders<'e> {
                 Results { tx, rx, pending: 0 }
             })
             .collect();
-        Senders {
-            threads,
-            results,
-            in_flight: Arc::default(),
-        }
+        Senders { threads, results }
     }
 
     /// The engine's device threads.
@@ -233,15 +192,15 @@ impl<'e> Senders<'e> {
     ) -> Result<()> {
         let model = ModelPtr(model);
         let results = self.results[p].tx.clone();
-        let token = self.in_flight.begin();
         let job: Box<dyn FnOnce() + Send + 'e> = Box::new(move || {
             let model = model;
             // SAFETY: the caller's promise.
             let m = unsafe { &mut *model.0 };
             let sent = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| send(m)))
                 .unwrap_or_else(|_| Err(Error::Engine("a device's send panicked".into())));
+            // Sent last: once the result is taken, the job is done with
+            // everything it borrowed.
             let _ = results.send(sent);
-            drop(token);
         });
         // SAFETY: only the lifetime changes; the module's note says why
         // nothing the job uses goes away while it runs.
@@ -262,12 +221,12 @@ impl<'e> Senders<'e> {
         Some(r.rx.recv().unwrap_or_else(|_| Err(stopped())))
     }
 
-    /// Waits for every job queued, and drops their results.
+    /// Waits for every job queued (each sends its result last: a thread
+    /// runs every job queued on it, even as the engine joins it), and
+    /// drops their results.
     pub fn finish(&mut self) {
-        self.in_flight.wait_idle();
-        for r in &mut self.results {
-            while r.rx.try_recv().is_ok() {}
-            r.pending = 0;
+        for p in 0..self.results.len() {
+            while self.next_result(p).is_some() {}
         }
     }
 }
@@ -286,6 +245,7 @@ mod tests {
     use crate::engine::Engine;
     use crate::model::CovKind;
     use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
     use std::time::Duration;
 
     fn model_of(engine: &CpuEngine) -> Box<dyn LoadedModel + '_> {

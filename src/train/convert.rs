@@ -150,7 +150,14 @@ pub fn gmm_acc_from_diag(a: &AccumDiagGmm) -> GmmAccumulator {
 }
 
 pub fn diag_from_gmm_acc(g: &GmmAccumulator, dim: usize, flags: UpdateFlags) -> AccumDiagGmm {
-    diag_from_gmm_acc_owned(g.clone(), dim, flags)
+    let f = augment(flags);
+    let kept = |v: &Vec<f64>, keep: bool| if keep { v.clone() } else { Vec::new() };
+    let g = GmmAccumulator {
+        occupancy: g.occupancy.clone(),
+        mean_acc: kept(&g.mean_acc, f.means),
+        var_acc: kept(&g.var_acc, f.variances),
+    };
+    diag_from_gmm_acc_owned(g, dim, flags)
 }
 
 /// [`diag_from_gmm_acc`] taking the sums over instead of copying them (a

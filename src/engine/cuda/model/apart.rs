@@ -148,15 +148,8 @@ impl CudaModel<'_> {
         let tot = c.total.as_slice().map_err(&e)?[0];
         if let (Some(clock), Some(sent)) = (&self.batch_clock, batch.sent) {
             let device = self.eng.ctx.ordinal();
-            let timers = &batch.timers;
-            batch_trace::report(
-                clock,
-                device,
-                batch.frames,
-                sent,
-                timers,
-                c.downloaded.as_ref(),
-            );
+            let (frames, timers) = (batch.frames, &batch.timers);
+            batch_trace::report(clock, device, frames, sent, timers, c.downloaded.as_ref());
         }
         self.tally_device_time(batch.timers);
         let rows = self.row_shape();
