@@ -10,8 +10,9 @@
 //!
 //! The marks: `load`, `loaded-all`, `prepare-devN`/`prepared-devN` (the
 //! model on the devices, made ready); `e16-*-devN` (the FP16 E-step's
-//! forms made in the background, and joined by the first send);
-//! `hold-devN`, `must-devN`, `queue-devN` (a batch held, waited for,
+//! forms made in the background, and joined by the first send;
+//! `e16-host-devN`, `e16-up-devN`: the forms built on the host, then
+//! uploaded); `hold-devN`, `must-devN`, `queue-devN` (a batch held, waited for,
 //! queued on its device's thread); `recv-devN`, `took` (a batch's result
 //! taken); `summed`, `folded`, `drop`, `finished`, `dropped` (the job's
 //! end); and, by thread ([`thread_mark`]), each piece a copying thread

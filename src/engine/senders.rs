@@ -20,8 +20,9 @@
 //! kept for as long as it lives: a thread started for each job (and its
 //! first CUDA call on that thread) cost 0.1–0.3 ms at each end of every
 //! job on 2 × H200 (docs/performance.md, twenty-third session). The same
-//! threads load the model on every device, make the devices ready and
-//! drop the models, at once ([`DeviceThreads::run_each`]).
+//! threads load the model on every device and make the devices ready, at
+//! once ([`DeviceThreads::run_each`]), and drop the models
+//! ([`DeviceThreads::hand_over`]).
 //!
 //! The models borrow their engine (`'e`), and a thread that outlives a
 //! call cannot hold a borrow, so the jobs are handed over with their
@@ -31,7 +32,10 @@
 //!   run or been dropped unrun;
 //! - the model a send goes to is not touched by anyone else (above), and
 //!   is dropped only after every job queued for it has finished
-//!   ([`Senders::finish`], called by the owner's drop);
+//!   ([`Senders::finish`], called by the owner's drop), on its device's
+//!   thread, by a job the owner's drop hands over and does not wait for
+//!   ([`DeviceThreads::hand_over`]: the drop borrows the engine, whose
+//!   drop joins the threads first);
 //! - a model leaked with jobs queued is never dropped, and its engine,
 //!   which a job also uses, joins the threads, every job run, before it
 //!   goes ([`DeviceThreads::join`], called by the engine's drop).
@@ -119,6 +123,24 @@ impl DeviceThreads {
         out.into_iter()
             .map(|r| r.unwrap_or_else(|| Err(stopped())))
             .collect()
+    }
+
+    /// Queues `job` on device `p`'s thread and returns at once: a model's
+    /// drop (its device memory given back, its streams and events
+    /// destroyed: ~0.1 ms a device) is waited for by no one but the
+    /// device's next job and the engine's drop. A job that panics is
+    /// dropped; the thread goes on.
+    ///
+    /// # Safety
+    /// What `job` borrows must outlive the engine's threads: the engine's
+    /// drop joins them ([`Self::join`]) before its devices' engines go.
+    pub unsafe fn hand_over<'a>(&self, p: usize, job: impl FnOnce() + Send + 'a) -> Result<()> {
+        let job: Box<dyn FnOnce() + Send + 'a> = Box::new(move || {
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+        });
+        // SAFETY: only the lifetime changes; the caller's promise.
+        let job: Job = unsafe { std::mem::transmute(job) };
+        self.queue(p, job)
     }
 
     /// Waits for every job queued, ends the threads.

@@ -152,7 +152,12 @@ pub struct GpuLike {
     /// While false, its models' `statistics_ready` says no (a device still
     /// being made ready); none: always ready.
     ready: Option<Arc<AtomicBool>>,
+    /// Called when one of its models is dropped.
+    on_drop: Option<DropHook>,
 }
+
+/// What a [`GpuLike`] calls as one of its models is dropped.
+pub type DropHook = Arc<dyn Fn() + Send + Sync>;
 
 impl GpuLike {
     pub fn keeping() -> Self {
@@ -171,11 +176,21 @@ impl GpuLike {
         }
     }
 
+    /// [`keeping`](Self::keeping), calling `hook` as each of its models
+    /// is dropped.
+    pub fn keeping_dropped_with(hook: DropHook) -> Self {
+        GpuLike {
+            on_drop: Some(hook),
+            ..Self::new(Path::Keeping)
+        }
+    }
+
     fn new(path: Path) -> Self {
         GpuLike {
             cpu: CpuEngine::new(1).expect("a one-thread CPU engine"),
             path,
             ready: None,
+            on_drop: None,
         }
     }
 }
@@ -184,6 +199,7 @@ struct GpuLikeModel<'e> {
     inner: Box<dyn LoadedModel + 'e>,
     path: Path,
     ready: Option<Arc<AtomicBool>>,
+    on_drop: Option<DropHook>,
     dim: usize,
     /// Batches kept, and their frames.
     kept: VecDeque<(ModelAccumulators, usize)>,
@@ -211,11 +227,20 @@ impl Engine for GpuLike {
             inner: self.cpu.load(model)?,
             path: self.path,
             ready: self.ready.clone(),
+            on_drop: self.on_drop.clone(),
             dim: model.dim,
             kept: VecDeque::new(),
             collected: 0,
             scored: 0,
         }))
+    }
+}
+
+impl Drop for GpuLikeModel<'_> {
+    fn drop(&mut self) {
+        if let Some(hook) = &self.on_drop {
+            hook();
+        }
     }
 }
 

@@ -175,14 +175,19 @@ impl Estep16 {
                 *a = a.max(v.abs());
             }
         }
+        let dev = stream.context().ordinal();
+        crate::engine::batch_trace::mark_with(|| format!("e16-host-dev{dev}"));
         let e = driver_err("uploading the model");
+        let w32 = stream.clone_htod(&w32).map_err(&e)?;
+        let gconst = stream.clone_htod(&gconst).map_err(&e)?;
+        crate::engine::batch_trace::mark_with(|| format!("e16-up-dev{dev}"));
         Ok(Estep16 {
             dim: d,
             kz: 2 * d + 1,
             m,
             tiles,
-            w32: stream.clone_htod(&w32).map_err(&e)?,
-            gconst: stream.clone_htod(&gconst).map_err(&e)?,
+            w32,
+            gconst,
             wmax,
             wa: stream
                 .alloc_zeros::<u32>(tiles * (kp / 16) * 64 * 4)
