@@ -12,10 +12,10 @@
 //! model on the devices, made ready); `e16-*-devN` (the FP16 E-step's
 //! forms made in the background, and joined by the first send;
 //! `e16-host-devN`, `e16-up-devN`: the forms built on the host, then
-//! uploaded); `hold-devN`, `must-devN`, `queue-devN` (a batch held, waited for,
-//! queued on its device's thread); `recv-devN`, `took` (a batch's result
-//! taken); `summed`, `folded`, `drop`, `finished`, `dropped` (the job's
-//! end); and, by thread ([`thread_mark`]), each piece a copying thread
+//! uploaded); `hold-devN`, `must-devN`, `queue-devN` (a batch held,
+//! waited for, queued on its device's thread); `recv-devN`, `took` (a
+//! batch's result taken); `summed`, `folded`, `drop`, `finished`,
+//! `dropped` (the job's end); and, by thread ([`thread_mark`]), each piece a copying thread
 //! takes: `pF.i` at its start, `w` once its memory is free, `f` filled,
 //! `c` its copy queued, `PF.i` at its end (F the batch's frames, i the
 //! piece). The twenty-third session's findings came from these.

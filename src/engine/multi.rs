@@ -1333,13 +1333,18 @@ mod tests {
 
     /// A model on `engines` as one (what `MultiEngine::load` makes), to
     /// look at its state.
-    fn lending_model<'e>(engines: &'e [GpuLike], model: &AcousticModel) -> MultiModel<'e> {
+    /// `threads` are the engine's: declared after `engines` (and before
+    /// the model), their drop runs the models' drops while `engines` live.
+    fn lending_model<'e>(
+        engines: &'e [GpuLike],
+        threads: &'e DeviceThreads,
+        model: &AcousticModel,
+    ) -> MultiModel<'e> {
         let parts = engines
             .iter()
             .map(|e| e.load(model))
             .collect::<Result<Vec<_>>>()
             .unwrap();
-        let threads = Box::leak(Box::new(DeviceThreads::start(parts.len()).unwrap()));
         MultiModel::new(parts, 1, Senders::new(threads))
     }
 
@@ -1359,7 +1364,8 @@ mod tests {
         let (mut rng, model) = small_model(11);
         let d = D2;
         let engines = [GpuLike::lending(), GpuLike::lending()];
-        let mut mm = lending_model(&engines, &model);
+        let threads = DeviceThreads::start(engines.len()).unwrap();
+        let mut mm = lending_model(&engines, &threads, &model);
         let mut acc = ModelAccumulators::zeros(&model, UpdateFlags::default());
         let sizes = [300, 100, 100, 100, 50, 250, 20, 20, 20, 20, 20, 20, 20, 20];
         let total: usize = sizes.iter().sum();
@@ -1393,7 +1399,8 @@ mod tests {
         let (mut rng, model) = small_model(12);
         let d = D2;
         let engines = [GpuLike::lending(), GpuLike::lending()];
-        let mut mm = lending_model(&engines, &model);
+        let threads = DeviceThreads::start(engines.len()).unwrap();
+        let mut mm = lending_model(&engines, &threads, &model);
         let mut acc = ModelAccumulators::zeros(&model, UpdateFlags::default());
         let data = random::features(&mut rng, 200, d);
         hold_copied(&mut mm, &data[..100 * d], d, &mut acc);
@@ -1422,7 +1429,8 @@ mod tests {
             GpuLike::lending(),
             GpuLike::lending_ready_when(ready.clone()),
         ];
-        let mut mm = lending_model(&engines, &model);
+        let threads = DeviceThreads::start(engines.len()).unwrap();
+        let mut mm = lending_model(&engines, &threads, &model);
         let mut acc = ModelAccumulators::zeros(&model, UpdateFlags::default());
         let data = random::features(&mut rng, 200, d);
         hold_copied(&mut mm, &data[..100 * d], d, &mut acc);
@@ -1538,7 +1546,8 @@ mod tests {
         let (mut rng, model) = small_model(13);
         let d = D2;
         let engines = [GpuLike::lending(), GpuLike::lending()];
-        let mut mm = lending_model(&engines, &model);
+        let threads = DeviceThreads::start(engines.len()).unwrap();
+        let mut mm = lending_model(&engines, &threads, &model);
         let mut acc = ModelAccumulators::zeros(&model, UpdateFlags::default());
         let data = random::features(&mut rng, 100, d);
         let gate = send_gated(&mut mm, &data, d, &mut acc);

@@ -53,6 +53,16 @@ pub type Sent = Result<Option<ModelAccumulators>>;
 
 type Job = Box<dyn FnOnce() + Send + 'static>;
 
+/// `job` with its lifetime erased, for a device's thread.
+///
+/// # Safety
+/// Nothing `job` borrows goes away before it has run or been dropped.
+unsafe fn erased<'a>(job: impl FnOnce() + Send + 'a) -> Job {
+    let job: Box<dyn FnOnce() + Send + 'a> = Box::new(job);
+    // SAFETY: only the lifetime changes; the caller's promise.
+    unsafe { std::mem::transmute(job) }
+}
+
 fn stopped() -> Error {
     Error::Engine("a device's thread stopped".into())
 }
@@ -103,15 +113,16 @@ impl DeviceThreads {
         let mut out: Vec<Option<Result<T>>> = (0..jobs.len()).map(|_| None).collect();
         for (i, (p, f)) in jobs.into_iter().enumerate() {
             let tx = tx.clone();
-            let job: Box<dyn FnOnce() + Send + 'a> = Box::new(move || {
-                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
-                    .unwrap_or_else(|_| Err(Error::Engine("a device's job panicked".into())));
-                let _ = tx.send((i, r));
-            });
-            // SAFETY: only the lifetime changes; every job has run, or was
-            // dropped unrun, when the loop below ends (each holds a sender
-            // of the channel, and the channel ends when the last goes).
-            let job: Job = unsafe { std::mem::transmute(job) };
+            // SAFETY: every job has run, or was dropped unrun, when the
+            // loop below ends (each holds a sender of the channel, and the
+            // channel ends when the last goes).
+            let job = unsafe {
+                erased(move || {
+                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+                        .unwrap_or_else(|_| Err(Error::Engine("a device's job panicked".into())));
+                    let _ = tx.send((i, r));
+                })
+            };
             if let Err(e) = self.queue(p, job) {
                 out[i] = Some(Err(e));
             }
@@ -135,11 +146,12 @@ impl DeviceThreads {
     /// What `job` borrows must outlive the engine's threads: the engine's
     /// drop joins them ([`Self::join`]) before its devices' engines go.
     pub unsafe fn hand_over<'a>(&self, p: usize, job: impl FnOnce() + Send + 'a) -> Result<()> {
-        let job: Box<dyn FnOnce() + Send + 'a> = Box::new(move || {
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
-        });
-        // SAFETY: only the lifetime changes; the caller's promise.
-        let job: Job = unsafe { std::mem::transmute(job) };
+        // SAFETY: the caller's promise.
+        let job = unsafe {
+            erased(move || {
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+            })
+        };
         self.queue(p, job)
     }
 
@@ -214,19 +226,20 @@ impl<'e> Senders<'e> {
     ) -> Result<()> {
         let model = ModelPtr(model);
         let results = self.results[p].tx.clone();
-        let job: Box<dyn FnOnce() + Send + 'e> = Box::new(move || {
-            let model = model;
-            // SAFETY: the caller's promise.
-            let m = unsafe { &mut *model.0 };
-            let sent = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| send(m)))
-                .unwrap_or_else(|_| Err(Error::Engine("a device's send panicked".into())));
-            // Sent last: once the result is taken, the job is done with
-            // everything it borrowed.
-            let _ = results.send(sent);
-        });
-        // SAFETY: only the lifetime changes; the module's note says why
-        // nothing the job uses goes away while it runs.
-        let job: Job = unsafe { std::mem::transmute(job) };
+        // SAFETY: the module's note says why nothing the job uses goes away
+        // while it runs.
+        let job = unsafe {
+            erased(move || {
+                let model = model;
+                // SAFETY: the caller's promise.
+                let m = &mut *model.0;
+                let sent = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| send(m)))
+                    .unwrap_or_else(|_| Err(Error::Engine("a device's send panicked".into())));
+                // Sent last: once the result is taken, the job is done with
+                // everything it borrowed.
+                let _ = results.send(sent);
+            })
+        };
         self.threads.queue(p, job)?;
         self.results[p].pending += 1;
         Ok(())
