@@ -15,7 +15,7 @@
 use std::sync::OnceLock;
 
 use amtool::engine::cuda::model::CudaModel;
-use amtool::engine::cuda::{engine_for_tests, CudaEngine};
+use amtool::engine::cuda::{engine_for_tests, pieces_reused_unwaited, CudaEngine};
 use amtool::engine::upload::PIECE_FLOATS;
 use amtool::engine::{Engine, FrameBatch, FrameSource, FrameTargets, HostFrames, LoadedModel};
 use amtool::model::{AcousticModel, CovKind};
@@ -213,6 +213,16 @@ fn cuda_batches_sent_while_gathered_equal_plain() {
     same_bits(&kept, &plain);
     assert_eq!(kept.3, ranges.len(), "batches uploaded early");
     assert!(kept.2 > 0, "FP16 E-step used");
+    // A second job: the copying threads' pieces were last read by the
+    // first job's batches, which have all landed, so they are reused
+    // without waiting for their events, and the bits are the same.
+    let reused = pieces_reused_unwaited();
+    let again = send(e, &m, &feats, None, &ranges, How::Kept);
+    same_bits(&again, &plain);
+    assert!(
+        pieces_reused_unwaited() > reused,
+        "pieces of landed batches reused without a wait"
+    );
 }
 
 /// `gmm-global-acc-stats` through the CUDA engine: utterances batched into

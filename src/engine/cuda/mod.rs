@@ -24,6 +24,7 @@ pub mod gselect_plan;
 pub mod model;
 mod operands;
 mod pinned;
+pub use pinned::pieces_reused_unwaited;
 pub mod plan;
 pub mod select;
 
