@@ -283,39 +283,8 @@ impl Uploads {
         }
         PIECES.with(|cell| {
             let mut pieces = cell.borrow_mut();
-            if pieces.0.len() < PIECES_A_THREAD {
-                // SAFETY: f32 has no invalid bit patterns; a piece is
-                // written before it is read.
-                let mut mem = unsafe {
-                    self.stream
-                        .context()
-                        .alloc_pinned_with_flags::<f32>(PIECE_FLOATS, sys::CU_MEMHOSTALLOC_PORTABLE)
-                }
-                .map_err(|e| e.to_string())?;
-                let ptr = mem.as_mut_ptr().map_err(|e| e.to_string())?;
-                pieces.0.push(Piece {
-                    _mem: mem,
-                    ptr,
-                    events: Vec::new(),
-                    last: None,
-                    landed: None,
-                });
-            }
-            let i = pieces.1 % pieces.0.len();
-            pieces.1 += 1;
-            let piece = &mut pieces.0[i];
-            let landed = piece
-                .landed
-                .take()
-                .is_some_and(|l| l.load(Ordering::Acquire));
-            if let Some(ev) = piece.last.take().map(|e| &piece.events[e]) {
-                match landed {
-                    true => REUSED_UNWAITED.fetch_add(1, Ordering::Relaxed),
-                    false => crate::timeline::tally("piece_wait", || ev.synchronize())
-                        .map(|()| 0)
-                        .map_err(|e| e.to_string())?,
-                };
-            }
+            let piece = Piece::next(&mut pieces, self.stream.context())?;
+            piece.free()?;
             // SAFETY: the piece holds PIECE_FLOATS ≥ n floats, and no copy
             // reads it any more.
             let buf = unsafe { std::slice::from_raw_parts_mut(piece.ptr, n) };
@@ -324,26 +293,81 @@ impl Uploads {
             crate::engine::batch_trace::thread_mark("f");
             crate::timeline::tally("piece_copy", || self.copy(at, buf))?;
             crate::engine::batch_trace::thread_mark("c");
-            let ctx = self.stream.context();
-            let e = match piece
-                .events
-                .iter()
-                .position(|e| Arc::ptr_eq(e.context(), ctx))
-            {
-                Some(e) => e,
-                None => {
-                    let ev = ctx.new_event(None).map_err(|e| e.to_string())?;
-                    piece.events.push(ev);
-                    piece.events.len() - 1
-                }
-            };
-            piece.events[e]
-                .record(&self.stream)
-                .map_err(|e| e.to_string())?;
-            piece.last = Some(e);
-            piece.landed = Some(self.landed.clone());
-            Ok(())
+            piece.read_by(&self.stream, &self.landed)
         })
+    }
+}
+
+impl Piece {
+    /// The thread's next piece in turn (made while it has fewer than
+    /// [`PIECES_A_THREAD`]).
+    fn next<'p>(
+        pieces: &'p mut (Vec<Piece>, usize),
+        ctx: &Arc<CudaContext>,
+    ) -> std::result::Result<&'p mut Piece, String> {
+        if pieces.0.len() < PIECES_A_THREAD {
+            // SAFETY: f32 has no invalid bit patterns; a piece is written
+            // before it is read.
+            let mut mem = unsafe {
+                ctx.alloc_pinned_with_flags::<f32>(PIECE_FLOATS, sys::CU_MEMHOSTALLOC_PORTABLE)
+            }
+            .map_err(|e| e.to_string())?;
+            let ptr = mem.as_mut_ptr().map_err(|e| e.to_string())?;
+            pieces.0.push(Piece {
+                _mem: mem,
+                ptr,
+                events: Vec::new(),
+                last: None,
+                landed: None,
+            });
+        }
+        let i = pieces.1 % pieces.0.len();
+        pieces.1 += 1;
+        Ok(&mut pieces.0[i])
+    }
+
+    /// Returns once no copy reads the piece: at once when its last copy's
+    /// batch has landed, else after that copy's event.
+    fn free(&mut self) -> std::result::Result<(), String> {
+        let landed = self
+            .landed
+            .take()
+            .is_some_and(|l| l.load(Ordering::Acquire));
+        let Some(ev) = self.last.take().map(|e| &self.events[e]) else {
+            return Ok(());
+        };
+        if landed {
+            REUSED_UNWAITED.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
+        }
+        crate::timeline::tally("piece_wait", || ev.synchronize()).map_err(|e| e.to_string())
+    }
+
+    /// Notes the copy just enqueued on `stream` as the piece's last reader:
+    /// its event (one a device context) recorded after it, and the flag of
+    /// its batch's landing.
+    fn read_by(
+        &mut self,
+        stream: &CudaStream,
+        landed: &Arc<AtomicBool>,
+    ) -> std::result::Result<(), String> {
+        let ctx = stream.context();
+        let e = match self
+            .events
+            .iter()
+            .position(|e| Arc::ptr_eq(e.context(), ctx))
+        {
+            Some(e) => e,
+            None => {
+                let ev = ctx.new_event(None).map_err(|e| e.to_string())?;
+                self.events.push(ev);
+                self.events.len() - 1
+            }
+        };
+        self.events[e].record(stream).map_err(|e| e.to_string())?;
+        self.last = Some(e);
+        self.landed = Some(landed.clone());
+        Ok(())
     }
 }
 
