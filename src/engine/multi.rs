@@ -54,6 +54,10 @@ pub const HELD: usize = 2;
 /// a thread and a launch cost more than they save).
 pub const MIN_PART_ROWS: usize = 1024;
 
+/// The most values of the zeros shaped like a model's accumulators that an
+/// engine keeps between jobs (32 MB; a 2048-Gaussian UBM's are 166k).
+const KEPT_SHAPE_VALUES: usize = 1 << 22;
+
 /// `--gpus`: how many GPUs one process uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Gpus {
@@ -768,18 +772,29 @@ impl<'e> MultiModel<'e> {
     /// Zeros shaped like `acc`, for the sends' checks: made once for the
     /// engine's models of one shape (made for each job, they took 0.13–0.17
     /// ms of the host's thread just before the job's first send, the page
-    /// faults of 1.3 MB of zeros for M = 2048, D = 40).
+    /// faults of 1.3 MB of zeros for M = 2048, D = 40). The engine keeps
+    /// them between jobs only up to [`KEPT_SHAPE_VALUES`] (a large model's
+    /// are hundreds of MB, and small beside its job), and lets go of those
+    /// of another shape before it makes new ones.
     fn shape_like(&mut self, acc: &ModelAccumulators) -> Arc<ModelAccumulators> {
         let alike = |s: &&Arc<ModelAccumulators>| s.same_shape(acc) && s.flags == acc.flags;
         if let Some(s) = self.shape.as_ref().filter(alike) {
             return s.clone();
         }
+        self.shape = None;
         let mut kept = self.kept_shape.lock().unwrap_or_else(|e| e.into_inner());
-        let s = match kept.as_ref().filter(alike) {
-            Some(s) => s.clone(),
+        let s = match kept.take().filter(|s| alike(&s)) {
+            Some(s) => s,
             None => Arc::new(acc.zeros_like()),
         };
-        *kept = Some(s.clone());
+        let values: usize = s
+            .states
+            .iter()
+            .map(|g| g.occupancy.len() + g.mean_acc.len() + g.var_acc.len())
+            .sum();
+        if values <= KEPT_SHAPE_VALUES {
+            *kept = Some(s.clone());
+        }
         self.shape = Some(s.clone());
         s
     }
@@ -1442,6 +1457,23 @@ mod tests {
         let other = job(flags);
         assert!(!Arc::ptr_eq(&first, &other), "made for other flags");
         assert_eq!(other.flags, flags);
+        // Zeros of more than KEPT_SHAPE_VALUES are not kept between jobs
+        // (1100 Gaussians of 2000 dimensions: 4.4M values; four frames).
+        let (bd, frames_big) = (2000, 4);
+        let big = random::model(&mut rng, &[1100], bd, CovKind::Diagonal);
+        let big_data = random::features(&mut rng, frames_big, bd);
+        let mut lm = engine.load(&big).unwrap();
+        let mut acc = ModelAccumulators::zeros(&big, UpdateFlags::default());
+        let mut frames = lm.host_frames(big_data.len()).unwrap();
+        assert!(frames.keep_parts(vec![Box::new(big_data)]));
+        lm.accumulate_frames(&mut frames, bd, FrameTargets::Global, &mut acc)
+            .unwrap();
+        lm.settle(&mut acc).unwrap();
+        assert_counted(&acc, frames_big);
+        assert!(
+            engine.shape.lock().unwrap().is_none(),
+            "a large shape is not kept"
+        );
     }
 
     /// A held batch whose frames are in place goes to its device at the
