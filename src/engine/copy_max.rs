@@ -211,14 +211,7 @@ mod x86 {
                     false => f32::from_bits(b),
                 })
                 .collect();
-            for k in whole..n {
-                let x = f32::from_le_bytes(*s.add(4 * k).cast::<[u8; 4]>());
-                if STORE != NO_STORE {
-                    *d.add(k) = x;
-                }
-                let c = k % dim;
-                m[c] = m[c].max(if x.is_nan() { f32::INFINITY } else { x.abs() });
-            }
+            rest::<STORE>(s, d, whole..n, dim, &mut m);
             m
         }
 
@@ -271,7 +264,21 @@ mod x86 {
                 m[c] = m[c].max(*v);
             }
         }
-        for k in whole..n {
+        rest::<STORE>(s, d, whole..n, dim, &mut m);
+        m
+    }
+
+    /// Floats `floats` of a scan (those after its last whole block), one
+    /// at a time, into the maxima `m` of their columns.
+    #[inline(always)]
+    unsafe fn rest<const STORE: u8>(
+        s: *const u8,
+        d: *mut f32,
+        floats: std::ops::Range<usize>,
+        dim: usize,
+        m: &mut [f32],
+    ) {
+        for k in floats {
             let x = f32::from_le_bytes(*s.add(4 * k).cast::<[u8; 4]>());
             if STORE != NO_STORE {
                 *d.add(k) = x;
@@ -279,7 +286,6 @@ mod x86 {
             let c = k % dim;
             m[c] = m[c].max(if x.is_nan() { f32::INFINITY } else { x.abs() });
         }
-        m
     }
 }
 

@@ -117,8 +117,8 @@ pub struct MultiEngine {
     min_part_rows: usize,
     /// A thread a device, for its models' jobs.
     threads: DeviceThreads,
-    /// The accumulators' shape the last model made, for the next models
-    /// of the same shape ([`MultiModel::shape_like`]).
+    /// The accumulators' shape the last model made (when small), for the
+    /// next models of the same shape ([`MultiModel::shape_like`]).
     shape: Mutex<Option<Arc<ModelAccumulators>>>,
 }
 

@@ -194,7 +194,7 @@ struct Uploads {
     failed: Mutex<Option<String>>,
     /// Set once `done` was waited for: every copy of these uploads has
     /// read its piece, so a thread reuses those pieces without asking the
-    /// driver ([`Piece::landed`]).
+    /// driver ([`Piece::last`]).
     landed: Arc<AtomicBool>,
 }
 
@@ -210,17 +210,16 @@ unsafe impl Sync for Uploads {}
 struct Piece {
     _mem: PinnedHostSlice<f32>,
     ptr: *mut f32,
-    /// An event of each device's context it went to, and which of them
-    /// follows the copy that read it last.
+    /// An event of each device's context it went to.
     events: Vec<CudaEvent>,
-    last: Option<usize>,
-    /// The flag of the uploads whose copy read it last
-    /// ([`Uploads::landed`]): once set, the piece is free without waiting
-    /// for its event. At a job's start every piece's last batch has been
-    /// waited for, and the copying threads ask the driver nothing before
-    /// they fill: their event waits had queued behind the driver calls that
-    /// made the devices ready (0.3–0.9 ms of the first batches' pieces).
-    landed: Option<Arc<AtomicBool>>,
+    /// Which of them follows the copy that read it last, and the flag of
+    /// that copy's uploads ([`Uploads::landed`]): once set, the piece is
+    /// free without waiting for the event. At a job's start every piece's
+    /// last batch has been waited for, and the copying threads ask the
+    /// driver nothing before they fill: their event waits had queued behind
+    /// the driver calls that made the devices ready (0.25–0.87 ms of the
+    /// first batches' pieces).
+    last: Option<(usize, Arc<AtomicBool>)>,
 }
 
 /// Pieces a thread fills in turn: while the device reads one, the thread
@@ -232,7 +231,7 @@ const PIECES_A_THREAD: usize = 2;
 static REUSED_UNWAITED: AtomicUsize = AtomicUsize::new(0);
 
 /// How many times a copying thread reused a piece without asking the
-/// driver whether its last copy was done ([`Piece::landed`]), in this
+/// driver whether its last copy was done ([`Piece::last`]), in this
 /// process (for tests).
 pub fn pieces_reused_unwaited() -> usize {
     REUSED_UNWAITED.load(Ordering::Relaxed)
@@ -318,7 +317,6 @@ impl Piece {
                 ptr,
                 events: Vec::new(),
                 last: None,
-                landed: None,
             });
         }
         let i = pieces.1 % pieces.0.len();
@@ -329,17 +327,14 @@ impl Piece {
     /// Returns once no copy reads the piece: at once when its last copy's
     /// batch has landed, else after that copy's event.
     fn free(&mut self) -> std::result::Result<(), String> {
-        let landed = self
-            .landed
-            .take()
-            .is_some_and(|l| l.load(Ordering::Acquire));
-        let Some(ev) = self.last.take().map(|e| &self.events[e]) else {
+        let Some((e, landed)) = self.last.take() else {
             return Ok(());
         };
-        if landed {
+        if landed.load(Ordering::Acquire) {
             REUSED_UNWAITED.fetch_add(1, Ordering::Relaxed);
             return Ok(());
         }
+        let ev = &self.events[e];
         crate::timeline::tally("piece_wait", || ev.synchronize()).map_err(|e| e.to_string())
     }
 
@@ -365,8 +360,7 @@ impl Piece {
             }
         };
         self.events[e].record(stream).map_err(|e| e.to_string())?;
-        self.last = Some(e);
-        self.landed = Some(landed.clone());
+        self.last = Some((e, landed.clone()));
         Ok(())
     }
 }
