@@ -231,7 +231,7 @@ const PIECES_A_THREAD: usize = 2;
 static REUSED_UNWAITED: AtomicUsize = AtomicUsize::new(0);
 
 /// How many times a copying thread reused a piece without asking the
-/// driver whether its last copy was done (a piece whose batch had landed), in this
+/// driver whether its last copy was done (its batch had landed), in this
 /// process (for tests).
 pub fn pieces_reused_unwaited() -> usize {
     REUSED_UNWAITED.load(Ordering::Relaxed)
