@@ -1,4 +1,5 @@
-//! `AMTOOL_BATCH_TRACE=1`: the host's side of the statistics batch trace.
+//! `AMTOOL_BATCH_TRACE=1` (or `2`, without the copying threads' marks):
+//! the host's side of the statistics batch trace.
 //! Marks of the host's steps (batches held, their copies, the devices made
 //! ready, the bench job's start and end) and the lines of the batches a
 //! device engine collects (`engine/cuda/model/batch_trace.rs`: when the
@@ -31,10 +32,33 @@ use std::time::Instant;
 /// The variable that turns the lines on.
 pub const ENV: &str = "AMTOOL_BATCH_TRACE";
 
+/// What the trace keeps, by the variable's value: `1` every mark, `2`
+/// all but the copying threads' marks of each piece (five a piece, each
+/// taking the lines' lock: with 24 threads they slowed the copies, and a
+/// job's first milliseconds, which the trace is for), anything else none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Level {
+    Off,
+    Batches,
+    Pieces,
+}
+
+fn level_of(value: Option<&str>) -> Level {
+    match value {
+        Some("1") => Level::Pieces,
+        Some("2") => Level::Batches,
+        _ => Level::Off,
+    }
+}
+
+fn level() -> Level {
+    static LEVEL: OnceLock<Level> = OnceLock::new();
+    *LEVEL.get_or_init(|| level_of(std::env::var(ENV).ok().as_deref()))
+}
+
 /// Whether the trace is on.
 pub(crate) fn on() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var(ENV).as_deref() == Ok("1"))
+    level() != Level::Off
 }
 
 /// Milliseconds since the first use of the clock in this process.
@@ -85,7 +109,11 @@ pub fn mark_with(what: impl FnOnce() -> String) {
 
 /// [`mark`] of `what` and the calling thread's name (`what@name`): the
 /// copying threads' steps, which the trace pairs by thread.
+/// Kept only at `AMTOOL_BATCH_TRACE=1`.
 pub fn thread_mark(what: impl std::fmt::Display) {
+    if level() != Level::Pieces {
+        return;
+    }
     mark_with(|| {
         let t = std::thread::current();
         format!("{what}@{}", t.name().unwrap_or("?"))
@@ -114,6 +142,15 @@ mod tests {
         }
         let s = send_span(Some(1.0)).unwrap();
         assert!(s.0 == 1.0 && s.1 >= 0.0);
+    }
+
+    #[test]
+    fn the_variable_picks_what_is_kept() {
+        assert_eq!(level_of(Some("1")), Level::Pieces);
+        assert_eq!(level_of(Some("2")), Level::Batches);
+        for v in [None, Some("0"), Some(""), Some("yes")] {
+            assert_eq!(level_of(v), Level::Off, "{v:?}");
+        }
     }
 
     /// Lines are kept in the order they came, from any thread, and taken

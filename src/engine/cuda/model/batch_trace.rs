@@ -1,4 +1,4 @@
-//! The device's side of `AMTOOL_BATCH_TRACE=1` ([`crate::engine::batch_trace`]):
+//! The device's side of `AMTOOL_BATCH_TRACE=1` or `2` ([`crate::engine::batch_trace`]):
 //! a line per statistics batch of a multi-device run as it is collected,
 //! its kernels' events put on the host's clock.
 
