@@ -16,10 +16,11 @@
 //! uploaded); `hold-devN`, `must-devN`, `queue-devN` (a batch held,
 //! waited for, queued on its device's thread); `recv-devN`, `took` (a
 //! batch's result taken); `summed`, `folded`, `drop`, `finished`,
-//! `dropped` (the job's end); and, by thread ([`thread_mark`]), each piece a copying thread
-//! takes: `pF.i` at its start, `w` once its memory is free, `f` filled,
-//! `c` its copy queued, `PF.i` at its end (F the batch's frames, i the
-//! piece). The twenty-third session's findings came from these.
+//! `dropped` (the job's end); and, by thread ([`thread_mark`], at `1`
+//! only), each piece a copying thread takes: `pF.i` at its start, `w` once
+//! its memory is free, `f` filled, `c` its copy queued, `PF.i` at its end
+//! (F the batch's frames, i the piece). The twenty-third session's
+//! findings came from these.
 //!
 //! The lines are kept in memory and written by [`flush`] (at the end of a
 //! bench job, and as the process exits): written as they came, a thread's

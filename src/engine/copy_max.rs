@@ -112,20 +112,15 @@ mod x86 {
     pub unsafe fn copy_abs_max(src: &[u8], dst: &mut [f32], dim: usize, stream: bool) -> Vec<f32> {
         let n = dst.len();
         let d = dst.as_mut_ptr();
-        if avx2::available() && !(stream && (d as usize) % 32 != 0) {
-            let m = match stream {
-                true => avx2::scan::<STREAM>(src.as_ptr(), d, n, dim),
-                false => avx2::scan::<UNALIGNED>(src.as_ptr(), d, n, dim),
-            };
-            if stream {
-                _mm_sfence();
-            }
-            return m;
-        }
-        let m = match ((d as usize) % 16 == 0, stream) {
-            (true, true) => scan::<STREAM>(src.as_ptr(), d, n, dim),
-            (true, false) => scan::<ALIGNED>(src.as_ptr(), d, n, dim),
-            (false, _) => scan::<UNALIGNED>(src.as_ptr(), d, n, dim),
+        let s = src.as_ptr();
+        let m = match (avx2::available(), (d as usize) % 32 == 0, stream) {
+            (true, true, true) => avx2::scan::<STREAM>(s, d, n, dim),
+            (true, _, false) => avx2::scan::<UNALIGNED>(s, d, n, dim),
+            _ => match ((d as usize) % 16 == 0, stream) {
+                (true, true) => scan::<STREAM>(s, d, n, dim),
+                (true, false) => scan::<ALIGNED>(s, d, n, dim),
+                (false, _) => scan::<UNALIGNED>(s, d, n, dim),
+            },
         };
         if stream {
             // The streamed stores are seen by every reader (and the DMA that
