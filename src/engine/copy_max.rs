@@ -71,6 +71,39 @@ pub fn abs_max(rows: &[f32], dim: usize) -> Vec<f32> {
     block_abs_max(rows, dim.max(1))
 }
 
+/// Floats read a block at a time: bytes a block, about half a core's L2
+/// cache, so that each block's maxima are taken while it is still there.
+const READ_BLOCK_BYTES: usize = 256 << 10;
+
+/// `dst` filled by `read(floats, into)` a block of whole rows at a time
+/// (rows `dim` wide), and the largest |x_d| of its columns taken from each
+/// block while it is in the cache, as [`copy_abs_max`] takes them; `None`
+/// when a read fails (`dst` is then unspecified). For a mapped archive's
+/// parts read with `pread`
+/// ([`amtool_formats::kaldi::matrix::SharedMatrix::read_f32_at`]): copied
+/// from the map, every page of it gets mapped in the process, and letting
+/// go of the map then unmaps them all, ~6.5 ms a GB on the GPU host, with
+/// the process's page faults held up meanwhile; one GPU's job on a 5 GB
+/// archive lost 32 ms to it at its end (docs/performance.md,
+/// twenty-seventh session).
+pub fn read_abs_max(
+    mut read: impl FnMut(Range<usize>, &mut [f32]) -> bool,
+    dst: &mut [f32],
+    dim: usize,
+) -> Option<Vec<f32>> {
+    let d = dim.max(1);
+    let block = (READ_BLOCK_BYTES / 4 / d).max(1) * d;
+    let mut max = vec![0f32; d];
+    for (i, part) in dst.chunks_mut(block).enumerate() {
+        let at = i * block;
+        if !read(at..at + part.len(), part) {
+            return None;
+        }
+        super::row_max::merge_into(&mut max, &abs_max(part, d));
+    }
+    Some(max)
+}
+
 fn copy_abs_max_stores(src: &RawMatrix<'_>, dst: &mut [f32], dim: usize, stream: bool) -> Vec<f32> {
     assert_eq!(
         src.rows * src.cols,
@@ -286,6 +319,38 @@ mod x86 {
 
 #[cfg(test)]
 mod tests {
+
+    /// Read a block at a time, a part's floats and maxima are those of
+    /// one pass over it (blocks of whole rows; a part not a multiple of a
+    /// block; a NaN as infinite); a failed read gives `None`.
+    #[test]
+    fn reading_by_blocks_gives_the_whole_parts_maxima() {
+        let mut rng = crate::bench::random::Rng::new(3);
+        for (d, rows) in [(40, 5000), (3, 30_001), (1, 10), (7, 0)] {
+            let mut src: Vec<f32> = (0..rows * d).map(|_| rng.normal() as f32).collect();
+            if rows > 100 {
+                src[99 * d] = f32::NAN;
+                src[rows * d - 1] = -1e4;
+            }
+            let mut dst = vec![0f32; src.len()];
+            let mut reads = Vec::new();
+            let read = |r: Range<usize>, into: &mut [f32]| {
+                assert_eq!(r.start % d, 0, "whole rows");
+                into.copy_from_slice(&src[r.clone()]);
+                reads.push(r);
+                true
+            };
+            let max = read_abs_max(read, &mut dst, d).unwrap();
+            assert_eq!(max, block_abs_max(&src, d));
+            assert!(dst
+                .iter()
+                .zip(&src)
+                .all(|(a, b)| a.to_bits() == b.to_bits()));
+            assert!(rows * d < 70_000 || reads.len() > 1, "read in blocks");
+        }
+        let fail = |_: Range<usize>, _: &mut [f32]| false;
+        assert!(read_abs_max(fail, &mut [0.0; 8], 2).is_none());
+    }
     use super::*;
     use crate::bench::random::Rng;
 

@@ -26,7 +26,7 @@ pub fn block_abs_max(data: &[f32], dim: usize) -> Vec<f32> {
 }
 
 /// The elementwise max of two blocks' maxima, into `a`.
-fn merge_into(a: &mut [f32], b: &[f32]) {
+pub fn merge_into(a: &mut [f32], b: &[f32]) {
     for (x, y) in a.iter_mut().zip(b) {
         *x = x.max(*y);
     }
