@@ -319,13 +319,15 @@ mod x86 {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use crate::bench::random::Rng;
 
     /// Read a block at a time, a part's floats and maxima are those of
     /// one pass over it (blocks of whole rows; a part not a multiple of a
     /// block; a NaN as infinite); a failed read gives `None`.
     #[test]
     fn reading_by_blocks_gives_the_whole_parts_maxima() {
-        let mut rng = crate::bench::random::Rng::new(3);
+        let mut rng = Rng::new(3);
         for (d, rows) in [(40, 5000), (3, 30_001), (1, 10), (7, 0)] {
             let mut src: Vec<f32> = (0..rows * d).map(|_| rng.normal() as f32).collect();
             if rows > 100 {
@@ -351,8 +353,6 @@ mod tests {
         let fail = |_: Range<usize>, _: &mut [f32]| false;
         assert!(read_abs_max(fail, &mut [0.0; 8], 2).is_none());
     }
-    use super::*;
-    use crate::bench::random::Rng;
 
     fn bytes_of(v: &[f32], offset: usize) -> Vec<u8> {
         let mut b = vec![0u8; offset];
