@@ -8,8 +8,9 @@
 //! probed: its context is the one the engine keeps.
 //!
 //! Probing a device means opening a context on it (free memory is known
-//! only inside one); the best context so far is kept open, so the chosen
-//! device's context is not created twice and at most two exist at once.
+//! only inside one). The devices are probed at once, a thread each (Kaldi
+//! probes them one after another, ~0.1 s each); the chosen device's
+//! context is the one the engine keeps, the others are let go.
 //!
 //! Processes started together (a recipe's `--nj` jobs) all see the same
 //! free memory (a new context shows none used until it allocates) and
@@ -107,9 +108,9 @@ pub struct Selected<C> {
 /// and returns it with the device's figures (or why it refused); `log`
 /// takes each log line (Kaldi's words). With one device it is opened
 /// without the selection lines.
-pub fn select_device<C>(
+pub fn select_device<C: Send + 'static>(
     count: usize,
-    mut open: impl FnMut(usize) -> Result<(C, DeviceFigures), String>,
+    open: impl Fn(usize) -> Result<(C, DeviceFigures), String> + Sync,
     mut log: impl FnMut(String),
 ) -> Result<Selected<C>, String> {
     if count == 1 {
@@ -122,9 +123,10 @@ pub fn select_device<C>(
     }
     log(format!("Selecting from {count} GPUs"));
     let mut best: Option<Selected<C>> = None;
+    let mut passed_over = Vec::new();
     let mut refusals = Vec::new();
-    for n in 0..count {
-        let Some(found) = probe(n, &mut open, &mut log, &mut refusals) else {
+    for (n, opened) in open_each(count, open).into_iter().enumerate() {
+        let Some(found) = probe(n, opened, &mut log, &mut refusals) else {
             continue;
         };
         // Strictly larger: ties go to the lower index, as in Kaldi.
@@ -132,9 +134,12 @@ pub fn select_device<C>(
             .as_ref()
             .is_none_or(|b| found.figures.score() > b.figures.score())
         {
-            best = Some(found);
+            passed_over.extend(best.replace(found));
+        } else {
+            passed_over.push(found);
         }
     }
+    drop_each(passed_over);
     let Some(best) = best else {
         return Err(format!(
             "every GPU refused a context ({})",
@@ -145,15 +150,62 @@ pub fn select_device<C>(
     Ok(best)
 }
 
-/// Opens device `n` and logs its figures (Kaldi's `cudaSetDevice` line),
+/// `open(n)` of every one of `count` devices at once, a thread each, the
+/// results in device order. Creating a context takes the driver ~0.1 s a
+/// device (docs/performance.md, issue 19); Kaldi's selection creates them
+/// one after another, so on a host of 8 GPUs each process spent ~0.8 s
+/// probing, with the other processes of a recipe waiting on the selection
+/// lock meanwhile.
+fn open_each<C: Send>(
+    count: usize,
+    open: impl Fn(usize) -> Result<(C, DeviceFigures), String> + Sync,
+) -> Vec<Result<(C, DeviceFigures), String>> {
+    let open = &open;
+    std::thread::scope(|s| {
+        let threads: Vec<_> = (0..count)
+            .map(|n| {
+                std::thread::Builder::new()
+                    .name(format!("amtool-open-{n}"))
+                    .spawn_scoped(s, move || open(n))
+            })
+            .collect();
+        threads
+            .into_iter()
+            .enumerate()
+            .map(|(n, t)| match t {
+                // No thread to spare: this one opens it.
+                Err(_) => open(n),
+                Ok(t) => t
+                    .join()
+                    .unwrap_or_else(|_| Err("opening the device panicked".to_string())),
+            })
+            .collect()
+    })
+}
+
+/// The contexts of devices probed and not chosen, let go of on a thread of
+/// their own that nothing waits for: a context's teardown is the driver's
+/// work (~0.05 s a device on an H100 host), and the chosen devices' job need
+/// not wait for it. Without a thread to spare they go here.
+fn drop_each<C: Send + 'static>(passed_over: Vec<Selected<C>>) {
+    if passed_over.is_empty() {
+        return;
+    }
+    // A thread that cannot start drops its closure, and the contexts, here.
+    let _ = std::thread::Builder::new()
+        .name("amtool-let-go".into())
+        .spawn(move || drop(passed_over));
+}
+
+/// Logs device `n`'s figures once `opened` (Kaldi's `cudaSetDevice` line),
 /// or logs and records why it refused.
 fn probe<C>(
     n: usize,
-    open: &mut impl FnMut(usize) -> Result<(C, DeviceFigures), String>,
+    opened: Result<(C, DeviceFigures), String>,
     log: &mut impl FnMut(String),
     refusals: &mut Vec<String>,
 ) -> Option<Selected<C>> {
-    match open(n) {
+    match opened {
         Ok((context, figures)) => {
             log(format!(
                 "cudaSetDevice({n}): {}\t{}",
@@ -201,10 +253,10 @@ fn log_chosen<C>(chosen: &Selected<C>, log: &mut impl FnMut(String)) {
 /// lower index, each chosen device logged in Kaldi's words. Contexts of the
 /// devices probed and not chosen are dropped. With one device wanted,
 /// [`select_device`].
-pub fn select_devices<C>(
+pub fn select_devices<C: Send + 'static>(
     count: usize,
     want: Option<usize>,
-    mut open: impl FnMut(usize) -> Result<(C, DeviceFigures), String>,
+    open: impl Fn(usize) -> Result<(C, DeviceFigures), String> + Sync,
     mut log: impl FnMut(String),
 ) -> Result<Vec<Selected<C>>, String> {
     match want {
@@ -215,8 +267,10 @@ pub fn select_devices<C>(
     }
     log(format!("Selecting from {count} GPUs"));
     let mut refusals = Vec::new();
-    let mut opened: Vec<Selected<C>> = (0..count)
-        .filter_map(|n| probe(n, &mut open, &mut log, &mut refusals))
+    let mut opened: Vec<Selected<C>> = open_each(count, open)
+        .into_iter()
+        .enumerate()
+        .filter_map(|(n, o)| probe(n, o, &mut log, &mut refusals))
         .collect();
     let wanted = want.unwrap_or(1).max(1);
     if opened.len() < wanted {
@@ -229,7 +283,7 @@ pub fn select_devices<C>(
     }
     // Stable: equal ratios keep the lower index first.
     opened.sort_by(|a, b| b.figures.score().total_cmp(&a.figures.score()));
-    opened.truncate(want.unwrap_or(count));
+    drop_each(opened.split_off(want.unwrap_or(count).min(opened.len())));
     opened.sort_by_key(|s| s.index);
     for s in &opened {
         log_chosen(s, &mut log);
@@ -255,12 +309,12 @@ mod tests {
     /// Devices with these free figures (None: refuses a context); returns
     /// the selection, the devices opened and the log.
     fn run(free: &[Option<usize>]) -> (Result<usize, String>, Vec<usize>, Vec<String>) {
-        let mut opened = Vec::new();
+        let opened = std::sync::Mutex::new(Vec::new());
         let mut lines = Vec::new();
         let r = select_device(
             free.len(),
             |n| {
-                opened.push(n);
+                opened.lock().unwrap().push(n);
                 free[n]
                     .map(|f| (n, figs(f)))
                     .ok_or_else(|| "exclusive-process mode, in use".to_string())
@@ -274,6 +328,8 @@ mod tests {
             );
             s.index
         });
+        let mut opened = opened.into_inner().unwrap();
+        opened.sort();
         (r, opened, lines)
     }
 
@@ -448,5 +504,49 @@ mod tests {
         assert!(lines.is_empty(), "{lines:?}");
         let (r, _, _) = run(&[None]);
         assert!(r.unwrap_err().starts_with("cannot open device 0"));
+    }
+
+    /// Every device's `open` waits until all of them have started (or 10 s
+    /// have passed), and says whether they all had.
+    fn opened_together(count: usize) -> Vec<bool> {
+        use std::sync::{Condvar, Mutex};
+        use std::time::{Duration, Instant};
+        let started = (Mutex::new(0usize), Condvar::new());
+        let results = open_each(count, |n| {
+            let (lock, cv) = &started;
+            let mut k = lock.lock().unwrap();
+            *k += 1;
+            cv.notify_all();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while *k < count && Instant::now() < deadline {
+                k = cv.wait_timeout(k, Duration::from_millis(50)).unwrap().0;
+            }
+            Ok((n, figs(1 + *k / count)))
+        });
+        results
+            .into_iter()
+            .enumerate()
+            .map(|(n, r)| {
+                let (c, f) = r.unwrap();
+                assert_eq!(c, n, "results in device order");
+                f.free == 2 * GB
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_devices_are_opened_at_once() {
+        // One after another, the first open would wait out its 10 s alone.
+        assert_eq!(opened_together(4), vec![true; 4]);
+        let (r, lines) = run_many(&[Some(5), Some(9), Some(7)], Some(2));
+        assert_eq!(r, Ok(vec![1, 2]));
+        let probes: Vec<_> = lines
+            .iter()
+            .filter(|l| l.starts_with("cudaSetDevice("))
+            .collect();
+        assert!(
+            probes[0].starts_with("cudaSetDevice(0)") && probes[2].starts_with("cudaSetDevice(2)"),
+            "the log in device order: {lines:?}"
+        );
     }
 }
