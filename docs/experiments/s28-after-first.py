@@ -1,6 +1,6 @@
 import sys,re,subprocess
 f=sys.argv[1]
-out=subprocess.run(['python3','docs/experiments/s28-tsum.py',f],capture_output=True,text=True).stdout
+out=subprocess.run(['python3',__import__('os').path.join(__import__('os').path.dirname(__file__),'s28-tsum.py'),f],capture_output=True,text=True).stdout
 rep=None;firsts=[]
 for l in out.splitlines():
     m=re.match(r'rep (\d+) total ([\d.]+)',l)
