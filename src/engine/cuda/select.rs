@@ -151,11 +151,12 @@ pub fn select_device<C: Send + 'static>(
 }
 
 /// `open(n)` of every one of `count` devices at once, a thread each, the
-/// results in device order. Creating a context takes the driver ~0.1 s a
-/// device (docs/performance.md, issue 19); Kaldi's selection creates them
-/// one after another, so on a host of 8 GPUs each process spent ~0.8 s
-/// probing, with the other processes of a recipe waiting on the selection
-/// lock meanwhile.
+/// results in device order. Kaldi's selection creates the contexts one
+/// after another (~0.1 s each, docs/performance.md, issue 19), with the
+/// other processes of a recipe waiting on the selection lock meanwhile;
+/// the driver still does much of that work a device at a time (two at once
+/// took 0.21–0.24 s, one after the other 0.22–0.28 s, twenty-eighth
+/// session), so most of what a job saves is [`drop_each`]'s.
 fn open_each<C: Send>(
     count: usize,
     open: impl Fn(usize) -> Result<(C, DeviceFigures), String> + Sync,
@@ -185,8 +186,9 @@ fn open_each<C: Send>(
 
 /// The contexts of devices probed and not chosen, let go of on a thread of
 /// their own that nothing waits for: a context's teardown is the driver's
-/// work (~0.05 s a device on an H100 host), and the chosen devices' job need
-/// not wait for it. Without a thread to spare they go here.
+/// work, and a job on one GPU of two started ~0.1 s sooner without waiting
+/// for it (2 × H200, twenty-eighth session). Without a thread to spare they
+/// go here.
 fn drop_each<C: Send + 'static>(passed_over: Vec<Selected<C>>) {
     if passed_over.is_empty() {
         return;
@@ -251,7 +253,8 @@ fn log_chosen<C>(chosen: &Selected<C>, log: &mut impl FnMut(String)) {
 /// Select `want` of `count` devices (`None`: every one that opens), in
 /// device order: those with the largest share of free memory, ties to the
 /// lower index, each chosen device logged in Kaldi's words. Contexts of the
-/// devices probed and not chosen are dropped. With one device wanted,
+/// devices probed and not chosen are let go of ([`drop_each`]). With one
+/// device wanted,
 /// [`select_device`].
 pub fn select_devices<C: Send + 'static>(
     count: usize,
