@@ -203,14 +203,16 @@ impl CudaEngine {
         let count = device_count()?;
         let shared = count > 1;
         let lock = shared.then(select::SelectionLock::acquire);
+        let mut passed_over = Vec::new();
         let chosen = select::select_device(
             count,
             |n| open_device(n, shared),
             |line| eprintln!("LOG (amtool) {line}"),
+            &mut passed_over,
         )
         .map_err(|e| Error::Engine(format!("CUDA: {e}")))?;
         let claim = claim(shared, &chosen.figures);
-        drop(lock);
+        select::let_go(passed_over, lock);
         Self::on_selected(chosen, claim)
     }
 
@@ -232,15 +234,17 @@ impl CudaEngine {
         };
         let shared = count > 1;
         let lock = shared.then(select::SelectionLock::acquire);
+        let mut passed_over = Vec::new();
         let chosen = select::select_devices(
             count,
             want,
             |n| open_device(n, shared),
             |line| eprintln!("LOG (amtool) {line}"),
+            &mut passed_over,
         )
         .map_err(|e| Error::Engine(format!("CUDA: {e}")))?;
         let claims: Vec<_> = chosen.iter().map(|c| claim(shared, &c.figures)).collect();
-        drop(lock);
+        select::let_go(passed_over, lock);
         if let Some(other) = chosen
             .iter()
             .find(|c| c.figures.name != chosen[0].figures.name)

@@ -106,12 +106,14 @@ pub struct Selected<C> {
 
 /// Select among `count` devices: `open(n)` opens a context on device `n`
 /// and returns it with the device's figures (or why it refused); `log`
-/// takes each log line (Kaldi's words). With one device it is opened
+/// takes each log line (Kaldi's words); the devices probed and not chosen
+/// go into `passed_over` (for [`let_go`]). With one device it is opened
 /// without the selection lines.
-pub fn select_device<C: Send + 'static>(
+pub fn select_device<C: Send>(
     count: usize,
     open: impl Fn(usize) -> Result<(C, DeviceFigures), String> + Sync,
     mut log: impl FnMut(String),
+    passed_over: &mut Vec<Selected<C>>,
 ) -> Result<Selected<C>, String> {
     if count == 1 {
         let (context, figures) = open(0).map_err(|e| format!("cannot open device 0: {e}"))?;
@@ -123,7 +125,6 @@ pub fn select_device<C: Send + 'static>(
     }
     log(format!("Selecting from {count} GPUs"));
     let mut best: Option<Selected<C>> = None;
-    let mut passed_over = Vec::new();
     let mut refusals = Vec::new();
     for (n, opened) in open_each(count, open).into_iter().enumerate() {
         let Some(found) = probe(n, opened, &mut log, &mut refusals) else {
@@ -139,7 +140,6 @@ pub fn select_device<C: Send + 'static>(
             passed_over.push(found);
         }
     }
-    drop_each(passed_over);
     let Some(best) = best else {
         return Err(format!(
             "every GPU refused a context ({})",
@@ -156,7 +156,7 @@ pub fn select_device<C: Send + 'static>(
 /// other processes of a recipe waiting on the selection lock meanwhile;
 /// the driver still does much of that work a device at a time (two at once
 /// took 0.21–0.24 s, one after the other 0.22–0.28 s, twenty-eighth
-/// session), so most of what a job saves is [`drop_each`]'s.
+/// session), so most of what a job saves is [`let_go`]'s.
 fn open_each<C: Send>(
     count: usize,
     open: impl Fn(usize) -> Result<(C, DeviceFigures), String> + Sync,
@@ -184,19 +184,30 @@ fn open_each<C: Send>(
     })
 }
 
-/// The contexts of devices probed and not chosen, let go of on a thread of
-/// their own that nothing waits for: a context's teardown is the driver's
-/// work, and a job on one GPU of two started ~0.1 s sooner without waiting
-/// for it (2 × H200, twenty-eighth session). Without a thread to spare they
-/// go here.
-fn drop_each<C: Send + 'static>(passed_over: Vec<Selected<C>>) {
-    if passed_over.is_empty() {
+/// The contexts of devices probed and not chosen, and the selection's
+/// lock, let go of on a thread of their own that nothing waits for: a
+/// context's teardown is the driver's work, and a job on one GPU of two
+/// started ~0.1 s sooner without waiting for it (2 × H200, twenty-eighth
+/// session). The lock goes after the contexts: the next process to choose
+/// (a recipe's jobs started together) probes devices this one no longer
+/// holds, which in exclusive-process mode it could not open. Without a
+/// thread to spare they go here, in that order.
+pub fn let_go<C: Send + 'static>(passed_over: Vec<Selected<C>>, lock: Option<SelectionLock>) {
+    /// Fields drop in order: the contexts, then the lock.
+    struct LetGo<C> {
+        _contexts: Vec<Selected<C>>,
+        _lock: Option<SelectionLock>,
+    }
+    let gone = LetGo {
+        _contexts: passed_over,
+        _lock: lock,
+    };
+    if gone._contexts.is_empty() {
         return;
     }
-    // A thread that cannot start drops its closure, and the contexts, here.
     let _ = std::thread::Builder::new()
         .name("amtool-let-go".into())
-        .spawn(move || drop(passed_over));
+        .spawn(move || drop(gone));
 }
 
 /// Logs device `n`'s figures once `opened` (Kaldi's `cudaSetDevice` line),
@@ -252,20 +263,21 @@ fn log_chosen<C>(chosen: &Selected<C>, log: &mut impl FnMut(String)) {
 
 /// Select `want` of `count` devices (`None`: every one that opens), in
 /// device order: those with the largest share of free memory, ties to the
-/// lower index, each chosen device logged in Kaldi's words. Contexts of the
-/// devices probed and not chosen are let go of ([`drop_each`]). With one
+/// lower index, each chosen device logged in Kaldi's words. The devices
+/// probed and not chosen go into `passed_over` (for [`let_go`]). With one
 /// device wanted,
 /// [`select_device`].
-pub fn select_devices<C: Send + 'static>(
+pub fn select_devices<C: Send>(
     count: usize,
     want: Option<usize>,
     open: impl Fn(usize) -> Result<(C, DeviceFigures), String> + Sync,
     mut log: impl FnMut(String),
+    passed_over: &mut Vec<Selected<C>>,
 ) -> Result<Vec<Selected<C>>, String> {
     match want {
         Some(n) if n > count => return Err(format!("{n} GPUs wanted, {count} visible")),
-        Some(0 | 1) => return select_device(count, open, log).map(|s| vec![s]),
-        None if count <= 1 => return select_device(count, open, log).map(|s| vec![s]),
+        Some(0 | 1) => return select_device(count, open, log, passed_over).map(|s| vec![s]),
+        None if count <= 1 => return select_device(count, open, log, passed_over).map(|s| vec![s]),
         _ => {}
     }
     log(format!("Selecting from {count} GPUs"));
@@ -286,7 +298,7 @@ pub fn select_devices<C: Send + 'static>(
     }
     // Stable: equal ratios keep the lower index first.
     opened.sort_by(|a, b| b.figures.score().total_cmp(&a.figures.score()));
-    drop_each(opened.split_off(want.unwrap_or(count).min(opened.len())));
+    passed_over.extend(opened.split_off(want.unwrap_or(count).min(opened.len())));
     opened.sort_by_key(|s| s.index);
     for s in &opened {
         log_chosen(s, &mut log);
@@ -314,6 +326,7 @@ mod tests {
     fn run(free: &[Option<usize>]) -> (Result<usize, String>, Vec<usize>, Vec<String>) {
         let opened = std::sync::Mutex::new(Vec::new());
         let mut lines = Vec::new();
+        let mut passed = Vec::new();
         let r = select_device(
             free.len(),
             |n| {
@@ -323,6 +336,7 @@ mod tests {
                     .ok_or_else(|| "exclusive-process mode, in use".to_string())
             },
             |l| lines.push(l),
+            &mut passed,
         );
         let r = r.map(|s| {
             assert_eq!(
@@ -333,6 +347,14 @@ mod tests {
         });
         let mut opened = opened.into_inner().unwrap();
         opened.sort();
+        // Every device that opened and was not chosen is handed back.
+        let mut handed: Vec<usize> = passed.iter().map(|p| p.context).collect();
+        handed.sort();
+        let expect: Vec<usize> = (0..free.len())
+            .filter(|&n| free[n].is_some() && r.as_ref().ok() != Some(&n))
+            .filter(|_| free.len() > 1)
+            .collect();
+        assert_eq!(handed, expect, "the devices passed over");
         (r, opened, lines)
     }
 
@@ -392,6 +414,7 @@ mod tests {
                 ))
             },
             |l| lines.push(l),
+            &mut Vec::new(),
         )
         .unwrap();
         (chosen.iter().map(|s| s.index).collect(), lines)
@@ -422,6 +445,7 @@ mod tests {
                 Ok((n, f[n].clone()))
             },
             |_| {},
+            &mut Vec::new(),
         )
         .unwrap();
         assert_eq!(busy_but_free.index, 0);
@@ -454,6 +478,7 @@ mod tests {
         want: Option<usize>,
     ) -> (Result<Vec<usize>, String>, Vec<String>) {
         let mut lines = Vec::new();
+        let mut passed = Vec::new();
         let r = select_devices(
             free.len(),
             want,
@@ -463,7 +488,16 @@ mod tests {
                     .ok_or_else(|| "in use".to_string())
             },
             |l| lines.push(l),
+            &mut passed,
         );
+        if let Ok(chosen) = &r {
+            let opened = free.iter().filter(|f| f.is_some()).count();
+            assert_eq!(
+                chosen.len() + passed.len(),
+                if free.len() > 1 { opened } else { chosen.len() },
+                "every device opened is chosen or passed over"
+            );
+        }
         let r = r.map(|v| {
             v.iter()
                 .map(|s| {
@@ -551,5 +585,56 @@ mod tests {
             probes[0].starts_with("cudaSetDevice(0)") && probes[2].starts_with("cudaSetDevice(2)"),
             "the log in device order: {lines:?}"
         );
+    }
+
+    /// A context let go of only once the test says so (at most 5 s), then
+    /// slowly; it notes whether it was told.
+    struct Noted {
+        n: usize,
+        go: std::sync::Arc<std::sync::Mutex<std::sync::mpsc::Receiver<()>>>,
+        gone: std::sync::Arc<std::sync::Mutex<Vec<(usize, bool)>>>,
+    }
+
+    impl Drop for Noted {
+        fn drop(&mut self) {
+            let told = self
+                .go
+                .lock()
+                .unwrap()
+                .recv_timeout(std::time::Duration::from_secs(5));
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            self.gone.lock().unwrap().push((self.n, told.is_ok()));
+        }
+    }
+
+    #[test]
+    fn the_lock_is_let_go_of_after_the_contexts_passed_over() {
+        use std::sync::{Arc, Mutex};
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("select.lock");
+        let lock = SelectionLock::at(&path);
+        assert!(lock.held());
+        let (tell, go) = std::sync::mpsc::channel();
+        let go = Arc::new(Mutex::new(go));
+        let gone = Arc::new(Mutex::new(Vec::new()));
+        let passed: Vec<_> = (1..3)
+            .map(|n| Selected {
+                index: n,
+                context: Noted {
+                    n,
+                    go: go.clone(),
+                    gone: gone.clone(),
+                },
+                figures: figs(1),
+            })
+            .collect();
+        // Let go of on a thread of their own: told only after this returns.
+        let_go(passed, Some(lock));
+        tell.send(()).unwrap();
+        tell.send(()).unwrap();
+        // The next process gets the lock only once both contexts are gone.
+        let next = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        next.lock().unwrap();
+        assert_eq!(*gone.lock().unwrap(), vec![(1, true), (2, true)]);
     }
 }
