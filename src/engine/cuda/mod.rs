@@ -120,18 +120,22 @@ pub struct CudaEngine {
 
 /// A context on device `n` and its figures, or why it refused one; with
 /// `count_claims` (a choice among several devices), the other amtool
-/// processes on it.
+/// processes on it. Those are counted before the context is made (~0.1 s
+/// of the driver's): a process that chose just before this one, its job
+/// short, has let go of its claim by then.
 fn open_device(
     n: usize,
     count_claims: bool,
 ) -> std::result::Result<(Arc<CudaContext>, select::DeviceFigures), String> {
+    use cudarc::driver::result::device;
+    let uuid = i32::try_from(n)
+        .ok()
+        .and_then(|i| device::get(i).and_then(device::get_uuid).ok())
+        .map(|u| uuid_text(&u.bytes))
+        .unwrap_or_else(|| format!("device{n}"));
     let ctx = CudaContext::new(n).map_err(|e| e.to_string())?;
     let name = ctx.name().map_err(|e| e.to_string())?;
     let (free, total) = ctx.mem_get_info().map_err(|e| e.to_string())?;
-    let uuid = ctx
-        .uuid()
-        .map(|u| uuid_text(&u.bytes))
-        .unwrap_or_else(|_| format!("device{n}"));
     let others = if count_claims {
         claims::count_others(&claims::claims_dir(), &uuid)
     } else {
