@@ -193,16 +193,9 @@ fn open_each<C: Send>(
 /// holds, which in exclusive-process mode it could not open. Without a
 /// thread to spare they go here, in that order.
 pub fn let_go<C: Send + 'static>(passed_over: Vec<Selected<C>>, lock: Option<SelectionLock>) {
-    /// Fields drop in order: the contexts, then the lock.
-    struct LetGo<C> {
-        _contexts: Vec<Selected<C>>,
-        _lock: Option<SelectionLock>,
-    }
-    let gone = LetGo {
-        _contexts: passed_over,
-        _lock: lock,
-    };
-    if gone._contexts.is_empty() {
+    // A tuple drops its fields in order: the contexts, then the lock.
+    let gone = (passed_over, lock);
+    if gone.0.is_empty() {
         return;
     }
     let _ = std::thread::Builder::new()
