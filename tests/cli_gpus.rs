@@ -148,6 +148,10 @@ fn gpus_option_is_checked_and_ignored_on_the_cpu() {
     }
 }
 
+/// The GPU tests of this file one at a time: a job's choice of GPU reads
+/// the devices' free memory, which the other test's jobs move.
+static GPU_JOBS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// The same outputs on 1 and 2 partitions of one GPU (and, where the
 /// machine has several, on all of them against one).
 #[test]
@@ -155,6 +159,7 @@ fn gpu_outputs_are_the_same_bytes_on_any_number_of_partitions() {
     if amtool::engine::cuda::engine_for_tests().is_none() {
         return;
     }
+    let _one_at_a_time = GPU_JOBS.lock().unwrap_or_else(|e| e.into_inner());
     let d = tmp();
     let few = repeated_ark(&d, 4);
     let many = repeated_ark(&d, GLOBAL_COPIES);
@@ -190,4 +195,72 @@ fn gpu_outputs_are_the_same_bytes_on_any_number_of_partitions() {
             "GPU {what}: every GPU differs from one\n{err}"
         );
     }
+}
+
+/// The GPU a job chose, from its log ("The active GPU is [n]: ...").
+fn active_gpu(log: &str) -> Option<usize> {
+    let at = log.find("The active GPU is [")? + "The active GPU is [".len();
+    log[at..].split(']').next()?.parse().ok()
+}
+
+/// Jobs started together take different GPUs (issue 18), as a recipe's
+/// `--nj 2` jobs on a host of two: two `acc-stats --use-gpu=yes` whose
+/// features come through a pipe that waits a second first (so each job
+/// outlasts the other's choice, as jobs on real archives do) log different
+/// "The active GPU is [n]" lines, and the one that chose second says the
+/// other's GPU is in use. Their claims and the selection's lock are in a
+/// folder of their own (`TMPDIR`), apart from any other amtool process.
+/// Needs two visible GPUs: with one it says so and passes.
+#[test]
+fn jobs_started_together_take_different_gpus() {
+    if amtool::engine::cuda::engine_for_tests().is_none() {
+        return;
+    }
+    let _one_at_a_time = GPU_JOBS.lock().unwrap_or_else(|e| e.into_inner());
+    let d = tmp();
+    let claims = d.path().join("tmp");
+    std::fs::create_dir_all(&claims).unwrap();
+    let feats = format!("ark:sleep 1; cat {ARK} |");
+    let jobs: Vec<_> = (0..2)
+        .map(|i| {
+            amtool()
+                .env("TMPDIR", &claims)
+                .args(["acc-stats", "--use-gpu=yes", UBM, &feats])
+                .arg(path(&d, &format!("job{i}.acc")))
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("amtool starts")
+        })
+        .collect();
+    let logs: Vec<String> = jobs
+        .into_iter()
+        .map(|j| {
+            let out = j.wait_with_output().expect("amtool ends");
+            let log = String::from_utf8_lossy(&out.stderr).into_owned();
+            assert!(out.status.success(), "{log}");
+            log
+        })
+        .collect();
+    // One visible GPU: no choice to make, so no "Selecting from" line.
+    if !logs[0].contains("Selecting from") {
+        println!("skipped: fewer than two visible GPUs");
+        return;
+    }
+    let chosen: Vec<Option<usize>> = logs.iter().map(|l| active_gpu(l)).collect();
+    assert!(
+        chosen[0].is_some() && chosen[0] != chosen[1],
+        "both jobs on GPU {:?}\n{}\n{}",
+        chosen[0],
+        logs[0],
+        logs[1]
+    );
+    assert!(
+        logs.iter()
+            .any(|l| l.contains("is in use by 1 other amtool process")),
+        "neither job saw the other's claim\n{}\n{}",
+        logs[0],
+        logs[1]
+    );
+    let bytes = |i: usize| std::fs::read(path(&d, &format!("job{i}.acc"))).unwrap();
+    assert_eq!(bytes(0), bytes(1), "the same statistics on either GPU");
 }
