@@ -152,14 +152,20 @@ fn gpus_option_is_checked_and_ignored_on_the_cpu() {
 /// the devices' free memory, which the other test's jobs move.
 static GPU_JOBS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// A GPU test's turn: `None` without a CUDA device (the test passes, or
+/// fails under `AMTOOL_REQUIRE_GPU=1`), else held until the test ends.
+fn gpu_turn() -> Option<std::sync::MutexGuard<'static, ()>> {
+    amtool::engine::cuda::engine_for_tests()?;
+    Some(GPU_JOBS.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
 /// The same outputs on 1 and 2 partitions of one GPU (and, where the
 /// machine has several, on all of them against one).
 #[test]
 fn gpu_outputs_are_the_same_bytes_on_any_number_of_partitions() {
-    if amtool::engine::cuda::engine_for_tests().is_none() {
+    let Some(_turn) = gpu_turn() else {
         return;
-    }
-    let _one_at_a_time = GPU_JOBS.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let d = tmp();
     let few = repeated_ark(&d, 4);
     let many = repeated_ark(&d, GLOBAL_COPIES);
@@ -213,10 +219,9 @@ fn active_gpu(log: &str) -> Option<usize> {
 /// Needs two visible GPUs: with one it says so and passes.
 #[test]
 fn jobs_started_together_take_different_gpus() {
-    if amtool::engine::cuda::engine_for_tests().is_none() {
+    let Some(_turn) = gpu_turn() else {
         return;
-    }
-    let _one_at_a_time = GPU_JOBS.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let d = tmp();
     let claims = d.path().join("tmp");
     std::fs::create_dir_all(&claims).unwrap();
