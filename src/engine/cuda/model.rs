@@ -113,7 +113,7 @@ pub struct CudaModel<'e> {
     st: Option<StateDev>,
     acc64: Option<CudaSlice<f64>>,
     /// Accumulators of the batch sent apart before the last
-    /// (`apart`: taken in turn with [`Self::acc64`]).
+    /// ([`apart`]: taken in turn with [`Self::acc64`]).
     acc64_spare: Option<CudaSlice<f64>>,
     streaming: Option<Stream>,
     /// Event pairs around the kernels of the last call.

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, CudaStream};
 
 use super::CudaModel;
-use crate::engine::cuda::compile::KernelShape;
+use crate::engine::cuda::compile::{scoring_z_order, KernelShape};
 use crate::engine::cuda::driver_err;
 use crate::engine::cuda::estep16::Estep16;
 use crate::engine::cuda::estep_full::EstepFull;
@@ -39,7 +39,7 @@ impl BlockHost {
         // A virtual Gaussian's row: gconst (the last element) −∞, the rest 0.
         let mut pad = vec![0f32; shape.kz()];
         pad[shape.kz() - 1] = f32::NEG_INFINITY;
-        let order = crate::engine::cuda::compile::scoring_z_order(model.dim, model.kind);
+        let order = scoring_z_order(model.dim, model.kind);
         let w = layout.pack_rows(&pad, |state, g, row| {
             block_weights_row(model, &order, state, g, row)
         });
@@ -117,7 +117,7 @@ fn make_e16(stream: &Arc<CudaStream>, model: &AcousticModel, wg: bool) -> Result
 }
 
 /// [`weights_row`] in the block-scoring kernels' z order `order`
-/// ([`crate::engine::cuda::compile::scoring_z_order`]: dimension by dimension, last first,
+/// ([`scoring_z_order`]: dimension by dimension, last first,
 /// the gconst last).
 fn block_weights_row(
     model: &AcousticModel,
@@ -242,7 +242,7 @@ impl CudaModel<'_> {
         if self.efull.is_some() {
             return Ok(());
         }
-        let order = crate::engine::cuda::compile::scoring_z_order(self.model.dim, self.model.kind);
+        let order = scoring_z_order(self.model.dim, self.model.kind);
         let rows: Vec<Vec<f32>> = (0..self.state_ng[0])
             .map(|g| {
                 let mut r = vec![0f32; self.kz];
@@ -330,7 +330,6 @@ impl CudaModel<'_> {
 mod tests {
     use super::*;
     use crate::bench::random::{self, Rng};
-    use crate::engine::cuda::compile::scoring_z_order;
 
     /// The arrays the block-scoring kernels get are the layout's, in blocks
     /// of the size the kernels are compiled for: every real Gaussian's weight
