@@ -22,12 +22,22 @@ pub const FIRST_BATCH_FRAMES: usize = 1 << 14;
 /// left (not below a quarter batch: smaller ones cost the kernels more a
 /// frame than they save), so that the last batches
 /// shrink and the devices, given batches by the frames each has, finish
-/// together instead of one computing a full last batch alone. It depends on
-/// the input only, never on the devices: the statistics' bits depend on
-/// where batches are cut.
+/// together instead of one computing a full last batch alone. What such a
+/// batch would leave behind, when less than a quarter of it, goes with it:
+/// a batch costs the GPU's kernels ~0.12 ms whatever its size
+/// (docs/performance.md, thirty-first session), and a job's last one, its
+/// leftover utterances, was often a few hundred frames. It depends on the
+/// input only, never on the devices: the statistics' bits depend on where
+/// batches are cut.
 pub fn batch_limit(left: Option<usize>) -> usize {
     match left {
-        Some(n) => (n / 2).clamp(BATCH_FRAMES / 4, BATCH_FRAMES),
+        Some(n) => {
+            let limit = (n / 2).clamp(BATCH_FRAMES / 4, BATCH_FRAMES);
+            match n.saturating_sub(limit) < limit / 4 {
+                true => n.max(limit),
+                false => limit,
+            }
+        }
         None => BATCH_FRAMES,
     }
 }
@@ -351,13 +361,23 @@ mod tests {
         drop(parts);
     }
 
-    /// Batches are full but near the end of what is known to be left.
+    /// Batches are full but near the end of what is known to be left, and
+    /// the last one takes a small leftover along.
     #[test]
     fn batches_shrink_near_the_end_of_an_archive() {
         assert_eq!(batch_limit(None), BATCH_FRAMES);
         assert_eq!(batch_limit(Some(10 * BATCH_FRAMES)), BATCH_FRAMES);
         assert_eq!(batch_limit(Some(300_000)), 150_000);
         assert_eq!(batch_limit(Some(1000)), BATCH_FRAMES / 4);
+        // A quarter batch and a few frames more: the last batch takes them.
+        assert_eq!(
+            batch_limit(Some(BATCH_FRAMES / 4 + 1506)),
+            BATCH_FRAMES / 4 + 1506
+        );
+        let most = BATCH_FRAMES / 4 + BATCH_FRAMES / 16;
+        assert_eq!(batch_limit(Some(most - 1)), most - 1);
+        assert_eq!(batch_limit(Some(most)), BATCH_FRAMES / 4);
+        assert_eq!(batch_limit(Some(90_000)), BATCH_FRAMES / 4);
         let mut rng = crate::bench::random::Rng::new(2);
         let lens = [3000, 5000, 1000];
         let data = crate::bench::random::features(&mut rng, 9000, 2);
