@@ -24,7 +24,7 @@ pub const FIRST_BATCH_FRAMES: usize = 1 << 14;
 /// shrink and the devices, given batches by the frames each has, finish
 /// together instead of one computing a full last batch alone. What such a
 /// batch would leave behind, when less than a quarter of it, goes with it:
-/// a batch costs the GPU's kernels ~0.12 ms whatever its size
+/// a batch costs the GPU's kernels ~0.12 ms beyond what its frames take
 /// (docs/performance.md, thirty-first session), and a job's last one, its
 /// leftover utterances, was often a few hundred frames. It depends on the
 /// input only, never on the devices: the statistics' bits depend on where
